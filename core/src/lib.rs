@@ -1,0 +1,9 @@
+//! lastword's domain vocabulary, shared by the store, the runner library, the server and the
+//! browser build. Nothing here does I/O, so every rule can be unit-tested on a table of cases
+//! and compiled to wasm unchanged.
+
+pub mod model;
+pub mod state;
+
+pub use model::*;
+pub use state::{run_state, trim_token, Cause, ErrorCause, RunFacts, RunState, Tokens, UnknownValue};

@@ -1,0 +1,152 @@
+//! Wire types: the rows of the contract tables as the dashboard, the API and the browser see
+//! them. Field names follow the column names so the JSON API reads like the schema.
+
+use crate::state::{run_state, Cause, RunFacts, RunState, Tokens, UnknownValue};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+
+macro_rules! string_enum {
+    ($(#[$doc:meta])* $name:ident, $field:literal { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownValue;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(UnknownValue::new($field, s, &[$($text),+])),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// What woke the task: an incoming notification or a periodic tick.
+    Source, "source" { Notification => "notification", Tick => "tick" }
+);
+string_enum!(
+    /// Is running the task twice harmless? Unsafe tasks need compensation after a double execution.
+    Safety, "safety" { Idempotent => "idempotent", Unsafe => "unsafe" }
+);
+string_enum!(
+    /// `tasks.status`.
+    TaskStatus, "status" {
+        Queued => "queued", Leased => "leased", Completed => "completed", Failed => "failed", Dead => "dead",
+    }
+);
+
+/// A row of `tasks`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: i64,
+    pub kind: String,
+    pub source: String,
+    pub safety: String,
+    pub status: String,
+    pub payload: serde_json::Value,
+    pub result: Option<String>,
+    pub owner: Option<String>,
+    pub lease_epoch: i64,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub compensated_at: Option<DateTime<Utc>>,
+    pub compensated_by: Option<String>,
+    pub compensation_reason: Option<String>,
+    pub compensation_ref: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A row of `runs`, with its derived state attached by [`Run::with_state`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: i64,
+    pub task_id: i64,
+    pub worker: String,
+    pub lease_epoch: i64,
+    pub claimed_at: DateTime<Utc>,
+    pub lease_expires_at: DateTime<Utc>,
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    pub error_detail: Option<String>,
+    pub completion_rows: Option<i32>,
+    pub state: RunState,
+    pub cause: Option<Cause>,
+}
+
+impl Run {
+    pub fn facts(&self) -> RunFacts<'_> {
+        RunFacts {
+            finished_at: self.finished_at,
+            lease_expires_at: self.lease_expires_at,
+            completion_rows: self.completion_rows,
+            error: self.error.as_deref(),
+            output: self.output.as_deref(),
+        }
+    }
+
+    /// Recomputes `state` and `cause` from the columns as of `now`.
+    pub fn with_state(mut self, now: DateTime<Utc>, tokens: &Tokens) -> Self {
+        let (state, cause) = run_state(&self.facts(), now, tokens);
+        self.state = state;
+        self.cause = cause;
+        self
+    }
+}
+
+/// A row of `effects`: one side effect a run recorded in the outbox, under its fencing token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Effect {
+    pub id: i64,
+    pub run_id: i64,
+    pub task_id: i64,
+    pub lease_epoch: i64,
+    pub kind: String,
+    pub idempotency_key: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A row of `operator_actions`: the audit trail.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorAction {
+    pub id: i64,
+    pub task_id: i64,
+    pub run_id: Option<i64>,
+    pub action: String,
+    pub actor: String,
+    pub reason: String,
+    pub reference: Option<String>,
+    pub epoch_seen: Option<i64>,
+    pub epoch_after: Option<i64>,
+    pub outcome: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Totals for the first page: proves the browser → server function → store path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub tasks: i64,
+    pub runs: i64,
+    pub effects: i64,
+}

@@ -1,0 +1,41 @@
+//! The contract tables behind one interface.
+//!
+//! PostgreSQL is the production database; SQLite is the embedded default so a fresh machine
+//! runs with no server. Both sit behind [`Store`], implemented once per backend
+//! ([`PgStore`], [`SqliteStore`]) and held to one conformance suite (`tests/conformance.rs`).
+//! The backend is chosen at runtime from the URL's scheme ([`DbTarget`]).
+
+mod connect;
+mod error;
+mod postgres;
+mod rows;
+mod shared;
+mod sqlite;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use connect::{Backend, Db, DbTarget};
+pub use error::StoreError;
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+pub use store::{NewTask, Readiness, Store};
+
+use lastword_core::Tokens;
+use std::sync::Arc;
+
+/// Connects (creating the database if needed), runs the migrations, and wraps the pool in the
+/// backend's [`Store`].
+pub async fn open(target: &DbTarget, tokens: Tokens) -> Result<Arc<dyn Store>, StoreError> {
+    let db = Db::connect(target).await?;
+    db.migrate().await?;
+    Ok(store_for(db, tokens))
+}
+
+/// Wraps an already connected and migrated [`Db`].
+pub fn store_for(db: Db, tokens: Tokens) -> Arc<dyn Store> {
+    match db {
+        Db::Postgres(pool) => Arc::new(PgStore::new(pool, tokens)),
+        Db::Sqlite(pool) => Arc::new(SqliteStore::new(pool, tokens)),
+    }
+}

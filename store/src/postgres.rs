@@ -1,0 +1,32 @@
+//! The PostgreSQL implementation of [`Store`](crate::Store): the production backend.
+
+use crate::Db;
+use lastword_core::Tokens;
+use sqlx::PgPool;
+
+pub(crate) mod dialect {
+    /// The SQL twin of `lastword_core::run_state` over `runs r`; `$1` now, `$2`/`$3` the
+    /// trimmed no-action and skip tokens. The conformance suite checks it against the Rust one.
+    pub const STATE_SQL: &str = "CASE \
+        WHEN r.finished_at IS NULL THEN CASE WHEN r.lease_expires_at > $1 THEN 'running' ELSE 'silent' END \
+        WHEN r.completion_rows = 0 THEN 'lost_lease' \
+        WHEN r.error IS NOT NULL THEN 'failed' \
+        WHEN COALESCE(btrim(r.output, E' \\t\\n\\r\\x0B\\x0C'), '') = '' THEN 'empty_output' \
+        WHEN btrim(r.output, E' \\t\\n\\r\\x0B\\x0C') = $2 THEN 'no_action' \
+        WHEN btrim(r.output, E' \\t\\n\\r\\x0B\\x0C') = $3 THEN 'skip' \
+        ELSE 'acted' END";
+}
+
+pub struct PgStore {
+    pool: PgPool,
+    db: Db,
+    tokens: Tokens,
+}
+
+impl PgStore {
+    pub fn new(pool: PgPool, tokens: Tokens) -> Self {
+        PgStore { db: Db::Postgres(pool.clone()), pool, tokens }
+    }
+}
+
+crate::shared::impl_store!(PgStore, crate::Backend::Postgres, Postgres);

@@ -1,0 +1,178 @@
+//! Database rows → wire types. The same `FromRow` structs decode on both backends; the only
+//! difference (JSON payload as jsonb vs text) is absorbed by `sqlx::types::Json`.
+
+use chrono::{DateTime, Utc};
+use lastword_core::{Cause, ErrorCause, Effect, OperatorAction, Run, RunState, Task};
+use sqlx::types::Json;
+
+pub(crate) const TASK_COLUMNS: &str = "id, kind, source, safety, status, payload, result, owner, lease_epoch, \
+     lease_expires_at, attempts, max_attempts, compensated_at, compensated_by, compensation_reason, \
+     compensation_ref, created_at, updated_at";
+
+/// `r.`-qualified because run queries join and alias.
+pub(crate) const RUN_COLUMNS: &str = "r.id, r.task_id, r.worker, r.lease_epoch, r.claimed_at, r.lease_expires_at, \
+     r.heartbeat_at, r.finished_at, r.output, r.error, r.error_detail, r.completion_rows";
+
+pub(crate) const EFFECT_COLUMNS: &str = "id, run_id, task_id, lease_epoch, kind, idempotency_key, created_at";
+
+pub(crate) const ACTION_COLUMNS: &str =
+    "id, task_id, run_id, action, actor, reason, reference, epoch_seen, epoch_after, outcome, created_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct TaskRow {
+    id: i64,
+    kind: String,
+    source: String,
+    safety: String,
+    status: String,
+    payload: Json<serde_json::Value>,
+    result: Option<String>,
+    owner: Option<String>,
+    lease_epoch: i64,
+    lease_expires_at: Option<DateTime<Utc>>,
+    attempts: i32,
+    max_attempts: i32,
+    compensated_at: Option<DateTime<Utc>>,
+    compensated_by: Option<String>,
+    compensation_reason: Option<String>,
+    compensation_ref: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<TaskRow> for Task {
+    fn from(r: TaskRow) -> Self {
+        Task {
+            id: r.id,
+            kind: r.kind,
+            source: r.source,
+            safety: r.safety,
+            status: r.status,
+            payload: r.payload.0,
+            result: r.result,
+            owner: r.owner,
+            lease_epoch: r.lease_epoch,
+            lease_expires_at: r.lease_expires_at,
+            attempts: r.attempts,
+            max_attempts: r.max_attempts,
+            compensated_at: r.compensated_at,
+            compensated_by: r.compensated_by,
+            compensation_reason: r.compensation_reason,
+            compensation_ref: r.compensation_ref,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// A run row plus the `state` its SQL twin decided.
+#[derive(sqlx::FromRow)]
+pub(crate) struct RunRow {
+    id: i64,
+    task_id: i64,
+    worker: String,
+    lease_epoch: i64,
+    claimed_at: DateTime<Utc>,
+    lease_expires_at: DateTime<Utc>,
+    heartbeat_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+    output: Option<String>,
+    error: Option<String>,
+    error_detail: Option<String>,
+    completion_rows: Option<i32>,
+    state: String,
+}
+
+impl From<RunRow> for Run {
+    fn from(r: RunRow) -> Self {
+        // The SQL twin only emits known states; an unknown one would be a bug in this crate, and
+        // `running` is the least alarming wrong answer while the conformance suite catches it.
+        let state = r.state.parse::<RunState>().unwrap_or(RunState::Running);
+        let cause = cause_of(state, r.error.as_deref());
+        Run {
+            id: r.id,
+            task_id: r.task_id,
+            worker: r.worker,
+            lease_epoch: r.lease_epoch,
+            claimed_at: r.claimed_at,
+            lease_expires_at: r.lease_expires_at,
+            heartbeat_at: r.heartbeat_at,
+            finished_at: r.finished_at,
+            output: r.output,
+            error: r.error,
+            error_detail: r.error_detail,
+            completion_rows: r.completion_rows,
+            state,
+            cause,
+        }
+    }
+}
+
+/// The failure cause that goes with a state decided in SQL.
+pub(crate) fn cause_of(state: RunState, error: Option<&str>) -> Option<Cause> {
+    match state {
+        RunState::Silent => Some(Cause::Silent),
+        RunState::LostLease => Some(Cause::LostLease),
+        RunState::EmptyOutput => Some(Cause::EmptyOutput),
+        RunState::Failed => Some(error.and_then(|e| e.parse::<ErrorCause>().ok()).unwrap_or(ErrorCause::Other).into()),
+        RunState::Running | RunState::NoAction | RunState::Skip | RunState::Acted => None,
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct EffectRow {
+    id: i64,
+    run_id: i64,
+    task_id: i64,
+    lease_epoch: i64,
+    kind: String,
+    idempotency_key: String,
+    created_at: DateTime<Utc>,
+}
+
+impl From<EffectRow> for Effect {
+    fn from(r: EffectRow) -> Self {
+        Effect {
+            id: r.id,
+            run_id: r.run_id,
+            task_id: r.task_id,
+            lease_epoch: r.lease_epoch,
+            kind: r.kind,
+            idempotency_key: r.idempotency_key,
+            created_at: r.created_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ActionRow {
+    id: i64,
+    task_id: i64,
+    run_id: Option<i64>,
+    action: String,
+    actor: String,
+    reason: String,
+    reference: Option<String>,
+    epoch_seen: Option<i64>,
+    epoch_after: Option<i64>,
+    outcome: String,
+    created_at: DateTime<Utc>,
+}
+
+impl From<ActionRow> for OperatorAction {
+    fn from(r: ActionRow) -> Self {
+        OperatorAction {
+            id: r.id,
+            task_id: r.task_id,
+            run_id: r.run_id,
+            action: r.action,
+            actor: r.actor,
+            reason: r.reason,
+            reference: r.reference,
+            epoch_seen: r.epoch_seen,
+            epoch_after: r.epoch_after,
+            outcome: r.outcome,
+            created_at: r.created_at,
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The [`Store`](crate::Store) methods whose SQL is the same on both backends, written once and
+//! compiled once per backend by [`impl_store!`]. Each backend module supplies its dialect in a
+//! `dialect` module (`STATE_SQL`) and invokes the macro on its store type; sqlx type-checks the
+//! bodies against each driver separately, so a type that decodes on one backend only fails to
+//! compile rather than at run time.
+
+/// Parameters `$1..$3` of every query that selects a run's state: the twin of
+/// `lastword_core::run_state` needs `now` and the two tokens, and always finds them there.
+macro_rules! bind_state_params {
+    ($query:expr, $now:expr, $tokens:expr) => {
+        $query
+            .bind($now)
+            .bind(lastword_core::trim_token(&$tokens.no_action).to_string())
+            .bind(lastword_core::trim_token(&$tokens.skip).to_string())
+    };
+}
+pub(crate) use bind_state_params;
+
+macro_rules! impl_store {
+    ($store:ident, $backend:expr, $db_variant:ident) => {
+        #[async_trait::async_trait]
+        impl $crate::Store for $store {
+            fn backend(&self) -> $crate::Backend {
+                $backend
+            }
+
+            fn db(&self) -> &$crate::Db {
+                &self.db
+            }
+
+            fn tokens(&self) -> &lastword_core::Tokens {
+                &self.tokens
+            }
+
+            async fn readiness(&self) -> $crate::Readiness {
+                let reachable = sqlx::query("SELECT 1").execute(&self.pool).await.is_ok();
+                if !reachable {
+                    return $crate::Readiness { reachable, pending_migrations: vec![] };
+                }
+                let applied: Vec<i64> =
+                    sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                        .fetch_all(&self.pool)
+                        .await
+                        .unwrap_or_default();
+                let pending_migrations = self
+                    .db
+                    .migrator()
+                    .iter()
+                    .map(|m| m.version)
+                    .filter(|v| !applied.contains(v))
+                    .collect();
+                $crate::Readiness { reachable, pending_migrations }
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn totals(&self) -> Result<lastword_core::Totals, $crate::StoreError> {
+                let (tasks, runs, effects): (i64, i64, i64) = sqlx::query_as(
+                    "SELECT (SELECT COUNT(*) FROM tasks), (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM effects)",
+                )
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(lastword_core::Totals { tasks, runs, effects })
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn task(&self, id: i64) -> Result<Option<lastword_core::Task>, $crate::StoreError> {
+                let sql = format!("SELECT {} FROM tasks WHERE id = $1", $crate::rows::TASK_COLUMNS);
+                let row: Option<$crate::rows::TaskRow> =
+                    sqlx::query_as(&sql).bind(id).fetch_optional(&self.pool).await?;
+                Ok(row.map(Into::into))
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn run(
+                &self,
+                id: i64,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<lastword_core::Run>, $crate::StoreError> {
+                let sql = format!(
+                    "SELECT {}, {} AS state FROM runs r WHERE r.id = $4",
+                    $crate::rows::RUN_COLUMNS,
+                    dialect::STATE_SQL
+                );
+                let query = sqlx::query_as::<_, $crate::rows::RunRow>(&sql);
+                let row = $crate::shared::bind_state_params!(query, now, self.tokens)
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                Ok(row.map(Into::into))
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn task_runs(
+                &self,
+                task_id: i64,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Vec<lastword_core::Run>, $crate::StoreError> {
+                let sql = format!(
+                    "SELECT {}, {} AS state FROM runs r WHERE r.task_id = $4 ORDER BY r.lease_epoch, r.id",
+                    $crate::rows::RUN_COLUMNS,
+                    dialect::STATE_SQL
+                );
+                let query = sqlx::query_as::<_, $crate::rows::RunRow>(&sql);
+                let rows = $crate::shared::bind_state_params!(query, now, self.tokens)
+                    .bind(task_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn task_effects(&self, task_id: i64) -> Result<Vec<lastword_core::Effect>, $crate::StoreError> {
+                let sql = format!(
+                    "SELECT {} FROM effects WHERE task_id = $1 ORDER BY created_at, id",
+                    $crate::rows::EFFECT_COLUMNS
+                );
+                let rows: Vec<$crate::rows::EffectRow> =
+                    sqlx::query_as(&sql).bind(task_id).fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn task_actions(
+                &self,
+                task_id: i64,
+            ) -> Result<Vec<lastword_core::OperatorAction>, $crate::StoreError> {
+                let sql = format!(
+                    "SELECT {} FROM operator_actions WHERE task_id = $1 ORDER BY created_at DESC, id DESC",
+                    $crate::rows::ACTION_COLUMNS
+                );
+                let rows: Vec<$crate::rows::ActionRow> =
+                    sqlx::query_as(&sql).bind(task_id).fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+        }
+    };
+}
+pub(crate) use impl_store;

@@ -1,0 +1,33 @@
+//! The SQLite implementation of [`Store`](crate::Store): the embedded default.
+
+use crate::Db;
+use lastword_core::Tokens;
+use sqlx::SqlitePool;
+
+pub(crate) mod dialect {
+    /// The SQL twin of `lastword_core::run_state`; see the PostgreSQL one. Timestamps compare
+    /// as RFC 3339 text, which orders like time because every value is written by sqlx in one
+    /// format (see the migration's header).
+    pub const STATE_SQL: &str = "CASE \
+        WHEN r.finished_at IS NULL THEN CASE WHEN r.lease_expires_at > $1 THEN 'running' ELSE 'silent' END \
+        WHEN r.completion_rows = 0 THEN 'lost_lease' \
+        WHEN r.error IS NOT NULL THEN 'failed' \
+        WHEN COALESCE(trim(r.output, char(32, 9, 10, 13, 11, 12)), '') = '' THEN 'empty_output' \
+        WHEN trim(r.output, char(32, 9, 10, 13, 11, 12)) = $2 THEN 'no_action' \
+        WHEN trim(r.output, char(32, 9, 10, 13, 11, 12)) = $3 THEN 'skip' \
+        ELSE 'acted' END";
+}
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+    db: Db,
+    tokens: Tokens,
+}
+
+impl SqliteStore {
+    pub fn new(pool: SqlitePool, tokens: Tokens) -> Self {
+        SqliteStore { db: Db::Sqlite(pool.clone()), pool, tokens }
+    }
+}
+
+crate::shared::impl_store!(SqliteStore, crate::Backend::Sqlite, Sqlite);

@@ -1,0 +1,136 @@
+//! A fresh, migrated database per test, on either backend, for every crate's tests.
+//!
+//! PostgreSQL tests run when `TEST_DATABASE_URL` names a server (any database on it; each test
+//! creates its own `lastword_t_*` database). When `LASTWORD_REQUIRE_POSTGRES=1` (CI), a missing
+//! or unreachable server fails the test instead of skipping it.
+
+use crate::{Db, DbTarget};
+use rand::Rng;
+
+/// The environment variable naming the PostgreSQL server for tests.
+pub const TEST_DATABASE_URL: &str = "TEST_DATABASE_URL";
+/// Set to `1` to turn "PostgreSQL not configured" from a skip into a failure.
+pub const REQUIRE_POSTGRES: &str = "LASTWORD_REQUIRE_POSTGRES";
+
+/// An in-memory SQLite database with the migrations applied.
+pub async fn sqlite_memory() -> Db {
+    let db = Db::connect(&DbTarget::SqliteMemory).await.expect("open in-memory sqlite");
+    db.migrate().await.expect("migrate sqlite");
+    db
+}
+
+/// A SQLite file in a temporary directory (several connections, WAL: closer to production).
+/// Keep the returned directory alive for the test's duration.
+pub async fn sqlite_file() -> (Db, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::connect(&DbTarget::SqliteFile(dir.path().join("test.db"))).await.expect("open sqlite file");
+    db.migrate().await.expect("migrate sqlite");
+    (db, dir)
+}
+
+/// A fresh PostgreSQL database, or `None` (with a note on stderr) when no server is configured
+/// and `LASTWORD_REQUIRE_POSTGRES` is not set.
+pub async fn postgres(test_name: &str) -> Option<Db> {
+    let base = match std::env::var(TEST_DATABASE_URL) {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => {
+            assert!(
+                std::env::var(REQUIRE_POSTGRES).as_deref() != Ok("1"),
+                "{REQUIRE_POSTGRES}=1 but {TEST_DATABASE_URL} is not set: the PostgreSQL suite must run"
+            );
+            eprintln!("SKIPPED (PostgreSQL): {test_name}: set {TEST_DATABASE_URL}=postgres://postgres@127.0.0.1:5432/postgres to run it");
+            return None;
+        }
+    };
+    let mut url = url::Url::parse(&base).unwrap_or_else(|e| panic!("{TEST_DATABASE_URL}: {e}"));
+    let suffix: u64 = rand::thread_rng().gen();
+    url.set_path(&format!("lastword_t_{suffix:016x}"));
+    let db = Db::connect(&DbTarget::Postgres(url.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at {TEST_DATABASE_URL} is unreachable: {e}"));
+    db.migrate().await.expect("migrate postgres");
+    Some(db)
+}
+
+/// A value to bind in [`exec`]: enough types to write any contract row by hand.
+#[derive(Clone, Debug)]
+pub enum Arg {
+    I64(Option<i64>),
+    Text(Option<String>),
+    Time(Option<chrono::DateTime<chrono::Utc>>),
+}
+
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::I64(Some(v))
+    }
+}
+impl From<Option<i64>> for Arg {
+    fn from(v: Option<i64>) -> Self {
+        Arg::I64(v)
+    }
+}
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_string()))
+    }
+}
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_string))
+    }
+}
+impl From<chrono::DateTime<chrono::Utc>> for Arg {
+    fn from(v: chrono::DateTime<chrono::Utc>) -> Self {
+        Arg::Time(Some(v))
+    }
+}
+impl From<Option<chrono::DateTime<chrono::Utc>>> for Arg {
+    fn from(v: Option<chrono::DateTime<chrono::Utc>>) -> Self {
+        Arg::Time(v)
+    }
+}
+
+macro_rules! bind_args {
+    ($query:expr, $args:expr) => {{
+        let mut q = $query;
+        for a in $args {
+            q = match a {
+                Arg::I64(v) => q.bind(*v),
+                Arg::Text(v) => q.bind(v.clone()),
+                Arg::Time(v) => q.bind(*v),
+            };
+        }
+        q
+    }};
+}
+
+/// Runs one statement with `$n` parameters on either backend; returns rows affected.
+/// For arranging test data by hand (rows no runner would write, e.g. a contract violation).
+pub async fn exec(db: &Db, sql: &str, args: &[Arg]) -> u64 {
+    let result = match db {
+        Db::Postgres(p) => bind_args!(sqlx::query(sql), args).execute(p).await.map(|r| r.rows_affected()),
+        Db::Sqlite(p) => bind_args!(sqlx::query(sql), args).execute(p).await.map(|r| r.rows_affected()),
+    };
+    result.unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Runs a query returning one i64 (a count, an id) on either backend.
+pub async fn scalar(db: &Db, sql: &str, args: &[Arg]) -> i64 {
+    let result = match db {
+        Db::Postgres(p) => bind_args!(sqlx::query_scalar::<_, i64>(sql), args).fetch_one(p).await,
+        Db::Sqlite(p) => bind_args!(sqlx::query_scalar::<_, i64>(sql), args).fetch_one(p).await,
+    };
+    result.unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Inserts a task row directly; returns its id.
+pub async fn insert_task(db: &Db, kind: &str, safety: &str, now: chrono::DateTime<chrono::Utc>) -> i64 {
+    scalar(
+        db,
+        "INSERT INTO tasks (kind, source, safety, payload, created_at, updated_at) \
+         VALUES ($1, 'notification', $2, '{\"n\": 1}', $3, $3) RETURNING id",
+        &[kind.into(), safety.into(), now.into()],
+    )
+    .await
+}
