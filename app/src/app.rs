@@ -1,0 +1,44 @@
+//! The HTML shell and the route table, nothing else.
+
+use crate::components::layout::Layout;
+use crate::pages::overview::OverviewPage;
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::path;
+
+/// The document around every page; rendered on the server only.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8" />
+                <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <meta name="color-scheme" content="light dark" />
+                <AutoReload options=options.clone() />
+                <HydrationScripts options />
+                <MetaTags />
+            </head>
+            <body>
+                <App />
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/lastword.css" />
+        <Title formatter=|page: String| if page.is_empty() { "lastword".to_string() } else { format!("{page} · lastword") } />
+        <Router>
+            <Layout>
+                <Routes fallback=|| view! { <section class="empty"><h1>"Not found"</h1><p>"No page here. "<a href="/">"Back to the overview"</a></p></section> }>
+                    <Route path=path!("/") view=OverviewPage />
+                </Routes>
+            </Layout>
+        </Router>
+    }
+}

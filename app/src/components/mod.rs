@@ -1,0 +1,3 @@
+//! Presentational components: props in, callbacks out.
+
+pub mod layout;

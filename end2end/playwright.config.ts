@@ -1,0 +1,60 @@
+// Browser tests for lastword. The server under test is the binary cargo-leptos built, started
+// here on a fresh SQLite data directory (or on DATABASE_URL when set), so every run begins
+// from an empty database. Chromium is Debian's (/usr/bin/chromium): Playwright's own browser
+// download is not reachable from these machines.
+import { defineConfig, devices } from "@playwright/test";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+
+const port = Number(process.env.E2E_PORT ?? 3100);
+const baseURL = `http://127.0.0.1:${port}`;
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "lastword-e2e-"));
+const repoRoot = path.resolve(__dirname, "..");
+const binary = process.env.LASTWORD_BIN ?? path.join(repoRoot, "target", "debug", "lastword");
+
+const chromium = {
+  ...devices["Desktop Chrome"],
+  launchOptions: {
+    executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+    ],
+  },
+};
+
+export default defineConfig({
+  testDir: "./tests",
+  timeout: 30_000,
+  expect: { timeout: 10_000 },
+  fullyParallel: false,
+  workers: 1,
+  retries: 0,
+  reporter: [["list"]],
+  use: { baseURL, trace: "retain-on-failure" },
+  projects: [
+    { name: "hydrated", use: { ...chromium } },
+    // The server-rendered pages must be readable with JavaScript off.
+    { name: "no-js", use: { ...chromium, javaScriptEnabled: false }, grep: /@nojs/ },
+  ],
+  webServer: {
+    command: `${binary} serve --addr 127.0.0.1:${port}`,
+    cwd: repoRoot,
+    url: `${baseURL}/readyz`,
+    timeout: 120_000,
+    reuseExistingServer: false,
+    stdout: "pipe",
+    stderr: "pipe",
+    env: {
+      LASTWORD_DATA_DIR: dataDir,
+      LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),
+      RUST_LOG: process.env.RUST_LOG ?? "warn",
+    },
+  },
+});

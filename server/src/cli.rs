@@ -1,0 +1,100 @@
+//! The command line: `lastword serve`, `lastword migrate`, and what a newcomer sees in `--help`.
+
+use crate::telemetry::LogFormat;
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use lastword_core::Tokens;
+use lastword_store::DbTarget;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// lastword: an on-call dashboard for lease-based task runners.
+///
+/// Shows every run's terminal state, lease holder and re-claims on a live timeline, and makes
+/// lost-lease completions and empty-output failures impossible to miss.
+///
+/// With no DATABASE_URL, data lives in an embedded SQLite file (<data-dir>/lastword.db).
+/// Point at PostgreSQL with DATABASE_URL=postgres://user@host:5432/lastword (the database is
+/// created if it does not exist).
+#[derive(Debug, Parser)]
+#[command(name = "lastword", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// PostgreSQL (postgres://…) or SQLite (sqlite:path) URL. Unset: SQLite in --data-dir.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Where the embedded SQLite database lives when DATABASE_URL is unset.
+    #[arg(long, env = "LASTWORD_DATA_DIR", default_value = ".", global = true)]
+    pub data_dir: PathBuf,
+
+    /// Log format.
+    #[arg(long, env = "LASTWORD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human, global = true)]
+    pub log_format: LogFormat,
+
+    /// The output a healthy run ends with when a notification needed nothing.
+    #[arg(long, env = "LASTWORD_NO_ACTION_TOKEN", default_value = "no action needed", global = true)]
+    pub no_action_token: String,
+
+    /// The output a healthy tick ends with when there was nothing to do.
+    #[arg(long, env = "LASTWORD_SKIP_TOKEN", default_value = "skip", global = true)]
+    pub skip_token: String,
+}
+
+impl GlobalArgs {
+    pub fn db_target(&self) -> anyhow::Result<DbTarget> {
+        Ok(DbTarget::resolve(self.database_url.as_deref(), &self.data_dir)?)
+    }
+
+    pub fn tokens(&self) -> anyhow::Result<Tokens> {
+        let tokens = Tokens { no_action: self.no_action_token.clone(), skip: self.skip_token.clone() };
+        let blank = |s: &str| lastword_core::trim_token(s).is_empty();
+        anyhow::ensure!(!blank(&tokens.no_action), "--no-action-token must not be blank: empty output is reserved for failure");
+        anyhow::ensure!(!blank(&tokens.skip), "--skip-token must not be blank: empty output is reserved for failure");
+        anyhow::ensure!(
+            lastword_core::trim_token(&tokens.no_action) != lastword_core::trim_token(&tokens.skip),
+            "--no-action-token and --skip-token must differ"
+        );
+        Ok(tokens)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the dashboard (runs migrations first).
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "LASTWORD_ADDR", default_value = "127.0.0.1:3000")]
+    pub addr: SocketAddr,
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let target = cli.global.db_target()?;
+    let tokens = cli.global.tokens()?;
+    match cli.command {
+        Command::Migrate => {
+            tracing::info!(database = %target.redacted(), "applying migrations");
+            let store = lastword_store::open(&target, tokens)
+                .await
+                .with_context(|| format!("migrating {}", target.redacted()))?;
+            let readiness = store.readiness().await;
+            anyhow::ensure!(readiness.is_ready(), "migrations still pending: {:?}", readiness.pending_migrations);
+            println!("migrations applied ({})", target.redacted());
+            Ok(())
+        }
+        Command::Serve(args) => crate::serve::serve(target, tokens, args).await,
+    }
+}

@@ -1,0 +1,11 @@
+//! The lastword server as a library, so tests drive exactly the router the binary serves.
+
+pub mod cli;
+pub mod health;
+pub mod routes;
+pub mod serve;
+pub mod state;
+pub mod telemetry;
+
+pub use routes::router;
+pub use state::AppState;

@@ -1,0 +1,29 @@
+//! The route table: health, the dashboard pages (server-rendered by Leptos, with their server
+//! functions), and static files. Tests call [`router`] directly.
+
+use crate::health;
+use crate::AppState;
+use app::{shell, App};
+use axum::routing::get;
+use axum::Router;
+use leptos::prelude::provide_context;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use tower_http::trace::TraceLayer;
+
+pub fn router(state: AppState) -> Router {
+    let routes = generate_route_list(App);
+    let store = state.store.clone();
+    let options = state.leptos_options.clone();
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || provide_context(store.clone()),
+            move || shell(options.clone()),
+        )
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

@@ -1,0 +1,32 @@
+//! Everything a request handler may need, built once at start-up and shared by reference.
+
+use axum::extract::FromRef;
+use leptos::prelude::LeptosOptions;
+use lastword_store::Store;
+use std::sync::Arc;
+
+#[derive(Clone, FromRef)]
+pub struct AppState {
+    pub leptos_options: LeptosOptions,
+    pub store: Arc<dyn Store>,
+}
+
+impl AppState {
+    pub fn new(leptos_options: LeptosOptions, store: Arc<dyn Store>) -> Self {
+        AppState { leptos_options, store }
+    }
+}
+
+/// Leptos options from the variables cargo-leptos sets (and bakes in at build time), falling
+/// back to this repository's layout so a plain `cargo build` binary and the tests still serve.
+pub fn leptos_options() -> LeptosOptions {
+    let built_by_cargo_leptos =
+        std::env::var_os("LEPTOS_OUTPUT_NAME").is_some() || option_env!("LEPTOS_OUTPUT_NAME").is_some();
+    if built_by_cargo_leptos {
+        if let Ok(conf) = leptos::config::get_configuration(None) {
+            return conf.leptos_options;
+        }
+    }
+    let site_root = std::env::var("LEPTOS_SITE_ROOT").unwrap_or_else(|_| "target/site".to_string());
+    LeptosOptions::builder().output_name("lastword").site_root(site_root).build()
+}

@@ -1,0 +1,89 @@
+//! HTTP tests: the router the binary serves, driven in-process, on a real database.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use lastword_core::Tokens;
+use lastword_server::{router, state::leptos_options, AppState};
+use lastword_store::testing::{insert_task, sqlite_memory};
+use lastword_store::{store_for, Db};
+use tower::ServiceExt;
+
+async fn app_on(db: Db) -> (axum::Router, Db) {
+    let store = store_for(db.clone(), Tokens::default());
+    (router(AppState::new(leptos_options(), store)), db)
+}
+
+async fn get(app: &axum::Router, uri: &str) -> (StatusCode, String) {
+    let response = app.clone().oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 10 << 20).await.unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn healthz_and_readyz_answer_when_the_database_is_up() {
+    let (app, _db) = app_on(sqlite_memory().await).await;
+    let (status, body) = get(&app, "/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("\"ok\""), "{body}");
+    let (status, body) = get(&app, "/readyz").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("\"ready\"") && body.contains("sqlite"), "{body}");
+}
+
+#[tokio::test]
+async fn readyz_is_503_when_the_database_is_gone() {
+    let (app, db) = app_on(sqlite_memory().await).await;
+    db.close().await;
+    let (status, body) = get(&app, "/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("database unreachable"), "{body}");
+    // The process itself is still alive.
+    assert_eq!(get(&app, "/healthz").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn readyz_is_503_while_migrations_are_pending() {
+    // A database with no migrations applied.
+    let db = Db::connect(&lastword_store::DbTarget::SqliteMemory).await.unwrap();
+    let (app, _db) = app_on(db).await;
+    let (status, body) = get(&app, "/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("migrations pending"), "{body}");
+}
+
+#[tokio::test]
+async fn the_overview_is_rendered_on_the_server_with_totals_from_the_store() {
+    let db = sqlite_memory().await;
+    insert_task(&db, "reply", "unsafe", chrono::Utc::now()).await;
+    insert_task(&db, "reply", "idempotent", chrono::Utc::now()).await;
+    let (app, _db) = app_on(db).await;
+    let (status, html) = get(&app, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("<h1>Overview</h1>"), "{html}");
+    assert!(html.contains("/pkg/lastword.js"), "the page loads the wasm bundle: {html}");
+    assert!(html.contains(r#"data-testid="total-tasks">2<"#), "totals are in the server-rendered HTML: {html}");
+}
+
+#[tokio::test]
+async fn the_totals_server_function_answers_json() {
+    let db = sqlite_memory().await;
+    insert_task(&db, "reply", "unsafe", chrono::Utc::now()).await;
+    let (app, _db) = app_on(db).await;
+    let request = Request::post("/api/fn/totals")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::empty())
+        .unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(json, serde_json::json!({"tasks": 1, "runs": 0, "effects": 0}));
+}
+
+#[tokio::test]
+async fn unknown_pages_are_404_not_500() {
+    let (app, _db) = app_on(sqlite_memory().await).await;
+    let (status, _) = get(&app, "/no/such/page").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
