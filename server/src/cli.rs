@@ -72,6 +72,18 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply database migrations and exit.
     Migrate,
+    /// Run the simulated fleet of agent workers against the database (no dashboard).
+    ///
+    /// Workers claim tasks under leases and finish with acted / no action needed / skip, and at
+    /// the configured rates outlive their lease (lost-lease completions, double executions),
+    /// fail with a cause, crash silently, or break the contract with empty output.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub fleet: lastword_sim::FleetConfig,
 }
 
 #[derive(Debug, Args)]
@@ -79,6 +91,13 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "LASTWORD_ADDR", default_value = "127.0.0.1:3000")]
     pub addr: SocketAddr,
+
+    /// Also run the simulated fleet in this process, so the dashboard has live data.
+    #[arg(long, env = "LASTWORD_DEMO")]
+    pub demo: bool,
+
+    #[command(flatten, next_help_heading = "Simulated fleet (with --demo)")]
+    pub fleet: lastword_sim::FleetConfig,
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -96,5 +115,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Serve(args) => crate::serve::serve(target, tokens, args).await,
+        Command::Demo(args) => crate::serve::demo(target, tokens, args.fleet).await,
     }
 }

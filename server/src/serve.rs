@@ -1,6 +1,7 @@
 //! `lastword serve`: open the store, build the router, listen until SIGINT/SIGTERM.
 
 use crate::cli::ServeArgs;
+use lastword_sim::FleetConfig;
 use crate::state::{leptos_options, AppState};
 use anyhow::Context;
 use lastword_core::Tokens;
@@ -16,14 +17,40 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
     let state = AppState::new(options, store.clone());
     let app = crate::router(state);
 
+    // The demo fleet stops when the server does.
+    let (stop_fleet, fleet_stopped) = tokio::sync::watch::channel(false);
+    let fleet = args.demo.then(|| {
+        let mut config = args.fleet.clone();
+        config.tokens = store.tokens().clone();
+        let db = store.db().clone();
+        let mut stopped = fleet_stopped.clone();
+        tracing::info!(workers = config.workers, "starting the demo fleet");
+        tokio::spawn(async move {
+            lastword_sim::run_fleet(db, config, async move {
+                let _ = stopped.changed().await;
+            })
+            .await
+        })
+    });
+
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;
     tracing::info!("serving the dashboard at http://{}", listener.local_addr()?);
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            let _ = stop_fleet.send(true);
+        })
         .await
         .context("server error")?;
+    if let Some(fleet) = fleet {
+        match fleet.await {
+            Ok(Ok(report)) => tracing::info!("demo fleet stopped: {report}"),
+            Ok(Err(e)) => tracing::error!("demo fleet refused its configuration: {e}"),
+            Err(e) => tracing::error!("demo fleet task failed: {e}"),
+        }
+    }
     store.db().close().await;
     tracing::info!("stopped");
     Ok(())
@@ -47,4 +74,20 @@ pub async fn shutdown_signal() {
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
     tracing::info!("shutting down");
+}
+
+/// `lastword demo`: the simulated fleet alone, until `--duration` elapses or Ctrl-C.
+pub async fn demo(target: DbTarget, tokens: Tokens, mut fleet: FleetConfig) -> anyhow::Result<()> {
+    fleet.validate().context("invalid fleet configuration")?;
+    let store = lastword_store::open(&target, tokens)
+        .await
+        .with_context(|| format!("opening {}", target.redacted()))?;
+    fleet.tokens = store.tokens().clone();
+    tracing::info!(database = %target.redacted(), workers = fleet.workers, "running the demo fleet");
+    let report = lastword_sim::run_fleet(store.db().clone(), fleet, shutdown_signal())
+        .await
+        .context("demo fleet")?;
+    println!("{report}");
+    store.db().close().await;
+    Ok(())
 }
