@@ -21,10 +21,7 @@ pub struct Tokens {
 
 impl Default for Tokens {
     fn default() -> Self {
-        Tokens {
-            no_action: "no action needed".to_string(),
-            skip: "skip".to_string(),
-        }
+        Tokens { no_action: "no action needed".to_string(), skip: "skip".to_string() }
     }
 }
 
@@ -77,10 +74,7 @@ impl RunState {
 
     /// True for the states an on-call engineer has to look at.
     pub fn is_failure(self) -> bool {
-        matches!(
-            self,
-            RunState::Silent | RunState::LostLease | RunState::Failed | RunState::EmptyOutput
-        )
+        matches!(self, RunState::Silent | RunState::LostLease | RunState::Failed | RunState::EmptyOutput)
     }
 }
 
@@ -233,10 +227,7 @@ impl UnknownValue {
     pub fn new(field: &'static str, value: &str, allowed: &[&str]) -> Self {
         UnknownValue {
             field,
-            message: format!(
-                "{field}: unknown value {value:?}; expected one of {}",
-                allowed.join(", ")
-            ),
+            message: format!("{field}: unknown value {value:?}; expected one of {}", allowed.join(", ")),
         }
     }
 }

@@ -31,9 +31,7 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(start: DateTime<Utc>) -> Self {
-        ManualClock {
-            now: Arc::new(Mutex::new(start)),
-        }
+        ManualClock { now: Arc::new(Mutex::new(start)) }
     }
 
     /// Moves every clone of this clock forward (or back, for a negative duration).

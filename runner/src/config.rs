@@ -16,9 +16,6 @@ pub struct RunnerConfig {
 
 impl Default for RunnerConfig {
     fn default() -> Self {
-        RunnerConfig {
-            lease: Duration::seconds(30),
-            tokens: Tokens::default(),
-        }
+        RunnerConfig { lease: Duration::seconds(30), tokens: Tokens::default() }
     }
 }

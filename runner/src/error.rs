@@ -30,10 +30,7 @@ impl RunnerError {
             sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed => true,
             sqlx::Error::Database(db) => {
                 let code = db.code().unwrap_or_default();
-                if db
-                    .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
-                    .is_some()
-                {
+                if db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().is_some() {
                     // SQLSTATE: serialization failure, deadlock, lock not available, shutdown,
                     // connection exceptions.
                     matches!(
@@ -42,8 +39,7 @@ impl RunnerError {
                     )
                 } else {
                     // SQLite's extended result code; the primary code is its low byte.
-                    code.parse::<i32>()
-                        .is_ok_and(|n| matches!(n & 0xff, 5 /* BUSY */ | 6 /* LOCKED */))
+                    code.parse::<i32>().is_ok_and(|n| matches!(n & 0xff, 5 /* BUSY */ | 6 /* LOCKED */))
                 }
             }
             _ => false,

@@ -104,18 +104,8 @@ pub struct Runner {
 impl Runner {
     /// `worker` is the name written to `tasks.owner` and `runs.worker`; it must be unique in
     /// the fleet, or two workers could pass each other's owner guard.
-    pub fn new(
-        db: Db,
-        worker: impl Into<String>,
-        config: RunnerConfig,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
-        Runner {
-            db,
-            worker: worker.into(),
-            config,
-            clock,
-        }
+    pub fn new(db: Db, worker: impl Into<String>, config: RunnerConfig, clock: Arc<dyn Clock>) -> Self {
+        Runner { db, worker: worker.into(), config, clock }
     }
 
     pub fn worker(&self) -> &str {
@@ -150,27 +140,18 @@ impl Runner {
         let expires = now + self.config.lease;
         in_tx!(&self.db, |tx, d| {
             loop {
-                let candidate: Option<(i64, String, i32, i32)> =
-                    sqlx::query_as(d.claim_candidate())
-                        .bind(now)
-                        .bind(d.kinds(kinds))
-                        .fetch_optional(&mut *tx)
-                        .await?;
+                let candidate: Option<(i64, String, i32, i32)> = sqlx::query_as(d.claim_candidate())
+                    .bind(now)
+                    .bind(d.kinds(kinds))
+                    .fetch_optional(&mut *tx)
+                    .await?;
                 let Some((task_id, status, attempts, max_attempts)) = candidate else {
                     tx.commit().await?;
                     return Ok(None);
                 };
                 if status == TaskStatus::Leased.as_str() && attempts >= max_attempts {
-                    sqlx::query(sql::CLAIM_EXHAUSTED)
-                        .bind(task_id)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    tracing::info!(
-                        task_id,
-                        attempts,
-                        "lease lapsed with no attempts left: task is dead"
-                    );
+                    sqlx::query(sql::CLAIM_EXHAUSTED).bind(task_id).bind(now).execute(&mut *tx).await?;
+                    tracing::info!(task_id, attempts, "lease lapsed with no attempts left: task is dead");
                     continue;
                 }
                 let row: ClaimRow = sqlx::query_as(sql::CLAIM_TAKE)
@@ -249,26 +230,14 @@ impl Runner {
         let tokens = &self.config.tokens;
         match outcome {
             Outcome::Acted(message) => {
-                self.final_write(&lease, FinalWrite::Success(Some(message.as_str())))
-                    .await
+                self.final_write(&lease, FinalWrite::Success(Some(message.as_str()))).await
             }
             Outcome::NoActionNeeded => {
-                self.final_write(&lease, FinalWrite::Success(Some(&tokens.no_action)))
-                    .await
+                self.final_write(&lease, FinalWrite::Success(Some(&tokens.no_action))).await
             }
-            Outcome::Skip => {
-                self.final_write(&lease, FinalWrite::Success(Some(&tokens.skip)))
-                    .await
-            }
+            Outcome::Skip => self.final_write(&lease, FinalWrite::Success(Some(&tokens.skip))).await,
             Outcome::Failed { cause, detail } => {
-                self.final_write(
-                    &lease,
-                    FinalWrite::Failure {
-                        error: cause.as_str(),
-                        detail: &detail,
-                    },
-                )
-                .await
+                self.final_write(&lease, FinalWrite::Failure { error: cause.as_str(), detail: &detail }).await
             }
         }
     }
@@ -284,8 +253,7 @@ impl Runner {
             run_id = lease.run_id,
             "finishing without an output check (contract violation)"
         );
-        self.final_write(&lease, FinalWrite::Success(output.as_deref()))
-            .await
+        self.final_write(&lease, FinalWrite::Success(output.as_deref())).await
     }
 
     async fn final_write(&self, lease: &Lease, write: FinalWrite<'_>) -> Result<Finish> {
@@ -311,16 +279,13 @@ impl Runner {
             .fetch_optional(&mut *tx)
             .await?;
             let finish = match status {
-                Some(status) => Finish::Accepted {
-                    status: parse(lease.task_id, &status)?,
-                },
+                Some(status) => Finish::Accepted { status: parse(lease.task_id, &status)? },
                 None => {
-                    let (holder, epoch): (Option<String>, i64) =
-                        sqlx::query_as(sql::CURRENT_HOLDER)
-                            .bind(lease.task_id)
-                            .fetch_optional(&mut *tx)
-                            .await?
-                            .ok_or(RunnerError::TaskMissing(lease.task_id))?;
+                    let (holder, epoch): (Option<String>, i64) = sqlx::query_as(sql::CURRENT_HOLDER)
+                        .bind(lease.task_id)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .ok_or(RunnerError::TaskMissing(lease.task_id))?;
                     Finish::LostLease { holder, epoch }
                 }
             };
@@ -396,15 +361,9 @@ impl Runner {
                 .await?;
             tx.commit().await?;
             if current == 0 {
-                tracing::warn!(
-                    effect_id = id,
-                    "effect recorded under a lease this worker no longer holds"
-                );
+                tracing::warn!(effect_id = id, "effect recorded under a lease this worker no longer holds");
             }
-            Ok(EffectRecorded {
-                id,
-                lease_current: current > 0,
-            })
+            Ok(EffectRecorded { id, lease_current: current > 0 })
         })
     }
 }
@@ -413,21 +372,11 @@ impl Runner {
 #[derive(Clone, Copy)]
 enum FinalWrite<'a> {
     Success(Option<&'a str>),
-    Failure {
-        error: &'static str,
-        detail: &'a str,
-    },
+    Failure { error: &'static str, detail: &'a str },
 }
 
-fn parse<T: std::str::FromStr<Err = lastword_core::UnknownValue>>(
-    task_id: i64,
-    s: &str,
-) -> Result<T> {
-    s.parse()
-        .map_err(|e: lastword_core::UnknownValue| RunnerError::Corrupt {
-            task_id,
-            message: e.message,
-        })
+fn parse<T: std::str::FromStr<Err = lastword_core::UnknownValue>>(task_id: i64, s: &str) -> Result<T> {
+    s.parse().map_err(|e: lastword_core::UnknownValue| RunnerError::Corrupt { task_id, message: e.message })
 }
 
 fn lease_from(

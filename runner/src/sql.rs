@@ -18,16 +18,14 @@ pub const CLAIM_EXHAUSTED: &str =
 WHERE id = $1";
 
 /// Claim, step 2b: take the candidate. `$1` task id, `$2` worker, `$3` now + lease, `$4` now.
-pub const CLAIM_TAKE: &str =
-    "UPDATE tasks SET status = 'leased', owner = $2, lease_epoch = lease_epoch + 1,
+pub const CLAIM_TAKE: &str = "UPDATE tasks SET status = 'leased', owner = $2, lease_epoch = lease_epoch + 1,
     lease_expires_at = $3, attempts = attempts + 1, updated_at = $4
 WHERE id = $1
 RETURNING lease_epoch, kind, source, safety, payload, attempts, max_attempts";
 
 /// Claim, step 3: the run of this attempt. `$1` task id, `$2` worker, `$3` the new epoch,
 /// `$4` now, `$5` now + lease.
-pub const CLAIM_RUN: &str =
-    "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at)
+pub const CLAIM_RUN: &str = "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at)
 VALUES ($1, $2, $3, $4, $5)
 RETURNING id";
 
@@ -58,7 +56,8 @@ pub const CURRENT_HOLDER: &str = "SELECT owner, lease_epoch FROM tasks WHERE id 
 
 /// Finish, in the same transaction, whatever the task update matched: `$1` run id, `$2` now,
 /// `$3` output, `$4` error, `$5` error_detail, `$6` rows the task update matched (1 or 0).
-pub const FINISH_RUN: &str = "UPDATE runs SET finished_at = $2, output = $3, error = $4, error_detail = $5, completion_rows = $6
+pub const FINISH_RUN: &str =
+    "UPDATE runs SET finished_at = $2, output = $3, error = $4, error_detail = $5, completion_rows = $6
 WHERE id = $1 AND finished_at IS NULL";
 
 /// Effect, step 1: `$1` run id, `$2` task id, `$3` the run's epoch, `$4` effect kind,
@@ -70,8 +69,7 @@ ON CONFLICT (run_id, idempotency_key) DO NOTHING
 RETURNING id";
 
 /// Effect, step 2 (only when step 1 returned nothing): `$1` run id, `$2` idempotency key.
-pub const EFFECT_EXISTING: &str =
-    "SELECT id FROM effects WHERE run_id = $1 AND idempotency_key = $2";
+pub const EFFECT_EXISTING: &str = "SELECT id FROM effects WHERE run_id = $1 AND idempotency_key = $2";
 
 /// Effect, step 3: does this worker still hold the lease? `$1` task id, `$2` worker, `$3` epoch.
 pub const LEASE_CURRENT: &str =

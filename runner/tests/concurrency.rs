@@ -6,8 +6,7 @@
 use chrono::Duration;
 use lastword_core::{ErrorCause, Safety, Source};
 use lastword_runner::{
-    ActionMessage, Finish, Heartbeat, Lease, Outcome, Runner, RunnerConfig, RunnerError,
-    SystemClock,
+    ActionMessage, Finish, Heartbeat, Lease, Outcome, Runner, RunnerConfig, RunnerError, SystemClock,
 };
 use lastword_store::testing::scalar;
 use lastword_store::{Db, NewTask};
@@ -20,14 +19,7 @@ use std::time::Instant;
 const LEASE_MS: i64 = 80;
 
 /// id, task_id, completion_rows, output, error, error_detail of a finished run.
-type RunRecord = (
-    i64,
-    i64,
-    Option<i32>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
+type RunRecord = (i64, i64, Option<i32>, Option<String>, Option<String>, Option<String>);
 
 /// What a worker was told about one final write, and what it wrote.
 #[derive(Clone, Debug)]
@@ -67,12 +59,7 @@ macro_rules! retry {
 }
 
 async fn remaining(db: &Db) -> i64 {
-    scalar(
-        db,
-        "SELECT COUNT(*) FROM tasks WHERE status IN ('queued', 'leased')",
-        &[],
-    )
-    .await
+    scalar(db, "SELECT COUNT(*) FROM tasks WHERE status IN ('queued', 'leased')", &[]).await
 }
 
 async fn worker(runner: Runner, seed: u64, tally: Arc<Mutex<Tally>>) {
@@ -93,10 +80,7 @@ async fn worker(runner: Runner, seed: u64, tally: Arc<Mutex<Tally>>) {
             continue;
         } else if roll < 0.23 {
             // Slow, no heartbeat: outlives the lease.
-            tokio::time::sleep(std::time::Duration::from_millis(
-                lease_ms + rng.gen_range(10..60),
-            ))
-            .await;
+            tokio::time::sleep(std::time::Duration::from_millis(lease_ms + rng.gen_range(10..60))).await;
         } else if roll < 0.30 {
             // Long but well-behaved: heartbeats every third of the lease.
             for _ in 0..6 {
@@ -120,11 +104,7 @@ async fn worker(runner: Runner, seed: u64, tally: Arc<Mutex<Tally>>) {
         let run_id = lease.run_id;
         let outcome_roll: f64 = rng.gen();
         let outcome = if outcome_roll < 0.55 {
-            let text = format!(
-                "task {task_id} done by {} under epoch {}",
-                runner.worker(),
-                lease.epoch
-            );
+            let text = format!("task {task_id} done by {} under epoch {}", runner.worker(), lease.epoch);
             Outcome::Acted(ActionMessage::new(text).unwrap())
         } else if outcome_roll < 0.70 {
             Outcome::NoActionNeeded
@@ -132,10 +112,7 @@ async fn worker(runner: Runner, seed: u64, tally: Arc<Mutex<Tally>>) {
             Outcome::Skip
         } else {
             let cause = ErrorCause::ALL[rng.gen_range(0..ErrorCause::ALL.len())];
-            Outcome::Failed {
-                cause,
-                detail: format!("run {run_id}: {}", cause.as_str()),
-            }
+            Outcome::Failed { cause, detail: format!("run {run_id}: {}", cause.as_str()) }
         };
         let (output, error, detail) = match &outcome {
             Outcome::Acted(m) => (Some(m.as_str().to_string()), None, None),
@@ -147,16 +124,11 @@ async fn worker(runner: Runner, seed: u64, tally: Arc<Mutex<Tally>>) {
         };
         let finish = retry!(tally, runner.finish(lease.clone(), outcome.clone()).await);
         let accepted = matches!(finish, Finish::Accepted { .. });
-        let previous = tally.lock().unwrap().written.insert(
-            run_id,
-            Written {
-                task_id,
-                accepted,
-                output,
-                error,
-                detail,
-            },
-        );
+        let previous = tally
+            .lock()
+            .unwrap()
+            .written
+            .insert(run_id, Written { task_id, accepted, output, error, detail });
         assert!(previous.is_none(), "run {run_id} finished twice");
     }
 }
@@ -166,36 +138,19 @@ async fn fleet_keeps_the_invariants(db: Db, workers: usize, tasks: usize) {
     for i in 0..tasks {
         let task = NewTask {
             kind: ["reply_to_mention", "triage_issue", "send_digest"][i % 3].to_string(),
-            source: if i % 4 == 0 {
-                Source::Tick
-            } else {
-                Source::Notification
-            },
-            safety: if i % 7 == 0 {
-                Safety::Unsafe
-            } else {
-                Safety::Idempotent
-            },
+            source: if i % 4 == 0 { Source::Tick } else { Source::Notification },
+            safety: if i % 7 == 0 { Safety::Unsafe } else { Safety::Idempotent },
             payload: serde_json::json!({ "i": i }),
             max_attempts: 3,
         };
-        lastword_runner::enqueue(&db, &task, lastword_runner::Clock::now(&SystemClock))
-            .await
-            .unwrap();
+        lastword_runner::enqueue(&db, &task, lastword_runner::Clock::now(&SystemClock)).await.unwrap();
     }
     let tally = Arc::new(Mutex::new(Tally::default()));
-    let config = RunnerConfig {
-        lease: Duration::milliseconds(LEASE_MS),
-        ..RunnerConfig::default()
-    };
+    let config = RunnerConfig { lease: Duration::milliseconds(LEASE_MS), ..RunnerConfig::default() };
     let handles: Vec<_> = (0..workers)
         .map(|i| {
-            let runner = Runner::new(
-                db.clone(),
-                format!("worker-{}", i + 1),
-                config.clone(),
-                Arc::new(SystemClock),
-            );
+            let runner =
+                Runner::new(db.clone(), format!("worker-{}", i + 1), config.clone(), Arc::new(SystemClock));
             tokio::spawn(worker(runner, 1000 + i as u64, tally.clone()))
         })
         .collect();
@@ -255,13 +210,9 @@ async fn fleet_keeps_the_invariants(db: Db, workers: usize, tasks: usize) {
         0
     );
     // Every task ended; none is left leased or owned; each claim bumped the epoch by one.
+    assert_eq!(count("SELECT COUNT(*) FROM tasks WHERE status NOT IN ('completed', 'dead')").await, 0);
     assert_eq!(
-        count("SELECT COUNT(*) FROM tasks WHERE status NOT IN ('completed', 'dead')").await,
-        0
-    );
-    assert_eq!(
-        count("SELECT COUNT(*) FROM tasks WHERE owner IS NOT NULL OR lease_expires_at IS NOT NULL")
-            .await,
+        count("SELECT COUNT(*) FROM tasks WHERE owner IS NOT NULL OR lease_expires_at IS NOT NULL").await,
         0
     );
     assert_eq!(
@@ -287,20 +238,10 @@ async fn fleet_keeps_the_invariants(db: Db, workers: usize, tasks: usize) {
             Db::Sqlite(p) => sqlx::query_as(sql).fetch_all(p).await.unwrap(),
         }
     };
-    assert_eq!(
-        rows.len(),
-        tally.written.len(),
-        "every finished run is one the workers finished"
-    );
-    assert_eq!(
-        unfinished as usize, tally.abandoned,
-        "exactly the abandoned runs are unfinished"
-    );
+    assert_eq!(rows.len(), tally.written.len(), "every finished run is one the workers finished");
+    assert_eq!(unfinished as usize, tally.abandoned, "exactly the abandoned runs are unfinished");
     for (id, task_id, completion_rows, output, error, detail) in rows {
-        let w = tally
-            .written
-            .get(&id)
-            .unwrap_or_else(|| panic!("run {id} finished by nobody"));
+        let w = tally.written.get(&id).unwrap_or_else(|| panic!("run {id} finished by nobody"));
         assert_eq!(task_id, w.task_id);
         assert_eq!(completion_rows, Some(i32::from(w.accepted)), "run {id}");
         assert_eq!(
@@ -317,16 +258,12 @@ async fn fleet_keeps_the_invariants(db: Db, workers: usize, tasks: usize) {
         lost > 0 && reclaimed > 0 && unfinished > 0 && dead > 0 && tally.heartbeats > 0,
         "too little contention"
     );
-    assert!(
-        elapsed < std::time::Duration::from_secs(60),
-        "took {elapsed:?}"
-    );
+    assert!(elapsed < std::time::Duration::from_secs(60), "took {elapsed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_fleet_keeps_the_invariants() {
-    if let Some(db) = lastword_store::testing::postgres("postgres_fleet_keeps_the_invariants").await
-    {
+    if let Some(db) = lastword_store::testing::postgres("postgres_fleet_keeps_the_invariants").await {
         fleet_keeps_the_invariants(db.clone(), 16, 2000).await;
         db.close().await;
     }

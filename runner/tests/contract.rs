@@ -3,9 +3,7 @@
 //! `LASTWORD_REQUIRE_POSTGRES=1`); time comes from a [`ManualClock`], so lease expiry is exact.
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use lastword_core::{
-    run_state, Cause, ErrorCause, Run, RunState, Safety, Source, Task, TaskStatus, Tokens,
-};
+use lastword_core::{run_state, Cause, ErrorCause, Run, RunState, Safety, Source, Task, TaskStatus, Tokens};
 use lastword_runner::{
     enqueue, ActionMessage, BlankMessage, Finish, Heartbeat, Lease, ManualClock, Outcome, Runner,
     RunnerConfig, RunnerError,
@@ -34,37 +32,19 @@ struct Fixture {
 
 impl Fixture {
     fn new(db: Db) -> Self {
-        Fixture {
-            store: store_for(db.clone(), Tokens::default()),
-            db,
-            clock: ManualClock::new(t0()),
-        }
+        Fixture { store: store_for(db.clone(), Tokens::default()), db, clock: ManualClock::new(t0()) }
     }
 
     fn runner(&self, worker: &str) -> Runner {
-        let config = RunnerConfig {
-            lease: secs(LEASE),
-            tokens: Tokens::default(),
-        };
-        Runner::new(
-            self.db.clone(),
-            worker,
-            config,
-            Arc::new(self.clock.clone()),
-        )
+        let config = RunnerConfig { lease: secs(LEASE), tokens: Tokens::default() };
+        Runner::new(self.db.clone(), worker, config, Arc::new(self.clock.clone()))
     }
 
     fn now(&self) -> DateTime<Utc> {
         lastword_runner::Clock::now(&self.clock)
     }
 
-    async fn task_with(
-        &self,
-        kind: &str,
-        source: Source,
-        safety: Safety,
-        max_attempts: i32,
-    ) -> i64 {
+    async fn task_with(&self, kind: &str, source: Source, safety: Safety, max_attempts: i32) -> i64 {
         let task = NewTask {
             kind: kind.to_string(),
             source,
@@ -76,8 +56,7 @@ impl Fixture {
     }
 
     async fn task(&self, kind: &str) -> i64 {
-        self.task_with(kind, Source::Notification, Safety::Idempotent, 3)
-            .await
+        self.task_with(kind, Source::Notification, Safety::Idempotent, 3).await
     }
 
     async fn row(&self, id: i64) -> Task {
@@ -108,23 +87,13 @@ async fn claim(r: &Runner) -> Lease {
 
 async fn enqueue_writes_a_queued_task(db: Db) {
     let f = Fixture::new(db);
-    let id = f
-        .task_with("send_digest", Source::Tick, Safety::Unsafe, 5)
-        .await;
+    let id = f.task_with("send_digest", Source::Tick, Safety::Unsafe, 5).await;
     let t = f.row(id).await;
     assert_eq!(
-        (
-            t.kind.as_str(),
-            t.source.as_str(),
-            t.safety.as_str(),
-            t.status.as_str()
-        ),
+        (t.kind.as_str(), t.source.as_str(), t.safety.as_str(), t.status.as_str()),
         ("send_digest", "tick", "unsafe", "queued")
     );
-    assert_eq!(
-        t.payload,
-        serde_json::json!({"text": "@bot please look", "n": 7})
-    );
+    assert_eq!(t.payload, serde_json::json!({"text": "@bot please look", "n": 7}));
     assert_eq!((t.lease_epoch, t.attempts, t.max_attempts), (0, 0, 5));
     assert_eq!((t.owner, t.lease_expires_at, t.result), (None, None, None));
     assert_eq!((t.created_at, t.updated_at), (t0(), t0()));
@@ -132,25 +101,12 @@ async fn enqueue_writes_a_queued_task(db: Db) {
 
 async fn claim_takes_the_task_and_inserts_its_run(db: Db) {
     let f = Fixture::new(db);
-    let id = f
-        .task_with("triage_issue", Source::Notification, Safety::Unsafe, 3)
-        .await;
+    let id = f.task_with("triage_issue", Source::Notification, Safety::Unsafe, 3).await;
     f.clock.advance(secs(1));
     let now = f.now();
     let lease = claim(&f.runner("w1")).await;
-    assert_eq!(
-        (
-            lease.task_id,
-            lease.epoch,
-            lease.attempts,
-            lease.max_attempts
-        ),
-        (id, 1, 1, 3)
-    );
-    assert_eq!(
-        (lease.claimed_at, lease.expires_at),
-        (now, now + secs(LEASE))
-    );
+    assert_eq!((lease.task_id, lease.epoch, lease.attempts, lease.max_attempts), (id, 1, 1, 3));
+    assert_eq!((lease.claimed_at, lease.expires_at), (now, now + secs(LEASE)));
     assert_eq!(
         (lease.kind.as_str(), lease.source, lease.safety),
         ("triage_issue", Source::Notification, Safety::Unsafe)
@@ -167,23 +123,10 @@ async fn claim_takes_the_task_and_inserts_its_run(db: Db) {
     let runs = f.runs(id).await;
     assert_eq!(runs.len(), 1);
     let r = &runs[0];
-    assert_eq!(
-        (r.id, r.task_id, r.worker.as_str(), r.lease_epoch),
-        (lease.run_id, id, "w1", 1)
-    );
+    assert_eq!((r.id, r.task_id, r.worker.as_str(), r.lease_epoch), (lease.run_id, id, "w1", 1));
     assert_eq!((r.claimed_at, r.lease_expires_at), (now, now + secs(LEASE)));
-    assert_eq!(
-        (r.heartbeat_at, r.finished_at, r.completion_rows),
-        (None, None, None)
-    );
-    assert_eq!(
-        (
-            r.output.as_deref(),
-            r.error.as_deref(),
-            r.error_detail.as_deref()
-        ),
-        (None, None, None)
-    );
+    assert_eq!((r.heartbeat_at, r.finished_at, r.completion_rows), (None, None, None));
+    assert_eq!((r.output.as_deref(), r.error.as_deref(), r.error_detail.as_deref()), (None, None, None));
     assert_eq!(r.state, RunState::Running);
 
     // Held: nobody else can take it, not even just before expiry.
@@ -198,25 +141,11 @@ async fn claims_go_oldest_first_and_filter_by_kind(db: Db) {
     let r = f.runner("w1");
     let only = |k: &str| vec![k.to_string()];
     assert!(r.claim(Some(&only("send_digest"))).await.unwrap().is_none());
-    assert_eq!(
-        r.claim(Some(&only("sync_calendar")))
-            .await
-            .unwrap()
-            .unwrap()
-            .task_id,
-        b
-    );
-    assert!(
-        r.claim(Some(&[])).await.unwrap().is_none(),
-        "an empty filter matches nothing"
-    );
+    assert_eq!(r.claim(Some(&only("sync_calendar"))).await.unwrap().unwrap().task_id, b);
+    assert!(r.claim(Some(&[])).await.unwrap().is_none(), "an empty filter matches nothing");
     let c = f.task("reply_to_mention").await;
     let both = vec!["reply_to_mention".to_string(), "x".to_string()];
-    assert_eq!(
-        r.claim(Some(&both)).await.unwrap().unwrap().task_id,
-        a,
-        "lowest id first"
-    );
+    assert_eq!(r.claim(Some(&both)).await.unwrap().unwrap().task_id, a, "lowest id first");
     assert_eq!(r.claim(None).await.unwrap().unwrap().task_id, c);
     assert!(r.claim(None).await.unwrap().is_none());
 }
@@ -229,25 +158,14 @@ async fn heartbeat_extends_the_lease(db: Db) {
     let claimed_at = f.now();
     f.clock.advance(secs(20));
     let beat = f.now();
-    assert_eq!(
-        w1.heartbeat(&mut lease).await.unwrap(),
-        Heartbeat::Extended {
-            until: beat + secs(LEASE)
-        }
-    );
+    assert_eq!(w1.heartbeat(&mut lease).await.unwrap(), Heartbeat::Extended { until: beat + secs(LEASE) });
     assert_eq!(lease.expires_at, beat + secs(LEASE));
 
     let t = f.row(id).await;
     assert_eq!(t.lease_expires_at, Some(beat + secs(LEASE)));
-    assert_eq!(
-        t.updated_at, claimed_at,
-        "a heartbeat moves the expiry only"
-    );
+    assert_eq!(t.updated_at, claimed_at, "a heartbeat moves the expiry only");
     let r = &f.runs(id).await[0];
-    assert_eq!(
-        (r.heartbeat_at, r.lease_expires_at),
-        (Some(beat), beat + secs(LEASE))
-    );
+    assert_eq!((r.heartbeat_at, r.lease_expires_at), (Some(beat), beat + secs(LEASE)));
     assert_eq!(r.claimed_at, claimed_at);
 
     // Past the original expiry but inside the extended one: still held.
@@ -268,25 +186,13 @@ async fn heartbeat_after_a_reclaim_is_lost(db: Db) {
     f.clock.advance(secs(1));
     assert_eq!(
         w1.heartbeat(&mut old).await.unwrap(),
-        Heartbeat::Lost {
-            holder: Some("w2".into()),
-            epoch: 2
-        }
+        Heartbeat::Lost { holder: Some("w2".into()), epoch: 2 }
     );
-    assert_eq!(
-        old.expires_at, old_expiry,
-        "a lost heartbeat extends nothing"
-    );
+    assert_eq!(old.expires_at, old_expiry, "a lost heartbeat extends nothing");
     let t = f.row(id).await;
-    assert_eq!(
-        (t.owner.as_deref(), t.lease_expires_at),
-        (Some("w2"), Some(new.expires_at))
-    );
+    assert_eq!((t.owner.as_deref(), t.lease_expires_at), (Some("w2"), Some(new.expires_at)));
     let runs = f.runs(id).await;
-    assert_eq!(
-        (runs[0].heartbeat_at, runs[0].lease_expires_at),
-        (None, old_expiry)
-    );
+    assert_eq!((runs[0].heartbeat_at, runs[0].lease_expires_at), (None, old_expiry));
 }
 
 async fn accepted_finish_writes_the_task_and_the_run(db: Db) {
@@ -299,30 +205,18 @@ async fn accepted_finish_writes_the_task_and_the_run(db: Db) {
     let done = f.now();
     assert_eq!(
         w1.finish(lease, acted("replied to #42")).await.unwrap(),
-        Finish::Accepted {
-            status: TaskStatus::Completed
-        }
+        Finish::Accepted { status: TaskStatus::Completed }
     );
 
     let t = f.row(id).await;
-    assert_eq!(
-        (t.status.as_str(), t.result.as_deref()),
-        ("completed", Some("replied to #42"))
-    );
-    assert_eq!(
-        (t.owner, t.lease_expires_at, t.updated_at),
-        (None, None, done)
-    );
+    assert_eq!((t.status.as_str(), t.result.as_deref()), ("completed", Some("replied to #42")));
+    assert_eq!((t.owner, t.lease_expires_at, t.updated_at), (None, None, done));
     assert_eq!((t.lease_epoch, t.attempts), (1, 1));
     let r = &f.runs(id).await[0];
     assert_eq!(r.id, run_id);
     assert_eq!((r.finished_at, r.completion_rows), (Some(done), Some(1)));
     assert_eq!(
-        (
-            r.output.as_deref(),
-            r.error.as_deref(),
-            r.error_detail.as_deref()
-        ),
+        (r.output.as_deref(), r.error.as_deref(), r.error_detail.as_deref()),
         (Some("replied to #42"), None, None)
     );
     assert_eq!((r.state, r.cause), (RunState::Acted, None));
@@ -334,71 +228,40 @@ async fn accepted_finish_writes_the_task_and_the_run(db: Db) {
 async fn no_action_and_skip_write_the_configured_tokens(db: Db) {
     let f = Fixture::new(db);
     let notification = f.task("reply_to_mention").await;
-    let tick = f
-        .task_with("sync_calendar", Source::Tick, Safety::Idempotent, 3)
-        .await;
+    let tick = f.task_with("sync_calendar", Source::Tick, Safety::Idempotent, 3).await;
     let w1 = f.runner("w1");
     assert_eq!(
-        w1.finish(claim(&w1).await, Outcome::NoActionNeeded)
-            .await
-            .unwrap(),
-        Finish::Accepted {
-            status: TaskStatus::Completed
-        }
+        w1.finish(claim(&w1).await, Outcome::NoActionNeeded).await.unwrap(),
+        Finish::Accepted { status: TaskStatus::Completed }
     );
     assert_eq!(
         w1.finish(claim(&w1).await, Outcome::Skip).await.unwrap(),
-        Finish::Accepted {
-            status: TaskStatus::Completed
-        }
+        Finish::Accepted { status: TaskStatus::Completed }
     );
-    assert_eq!(
-        f.row(notification).await.result.as_deref(),
-        Some("no action needed")
-    );
+    assert_eq!(f.row(notification).await.result.as_deref(), Some("no action needed"));
     assert_eq!(f.row(tick).await.result.as_deref(), Some("skip"));
-    assert_eq!(
-        f.runs(notification).await[0].output.as_deref(),
-        Some("no action needed")
-    );
+    assert_eq!(f.runs(notification).await[0].output.as_deref(), Some("no action needed"));
     assert_eq!(f.runs(notification).await[0].state, RunState::NoAction);
     assert_eq!(f.runs(tick).await[0].output.as_deref(), Some("skip"));
     assert_eq!(f.runs(tick).await[0].state, RunState::Skip);
 
     // A fleet with its own words: the runner writes them, a dashboard with the same tokens reads them.
-    let tokens = Tokens {
-        no_action: "NOOP".into(),
-        skip: "idle".into(),
-    };
+    let tokens = Tokens { no_action: "NOOP".into(), skip: "idle".into() };
     let custom = Runner::new(
         f.db.clone(),
         "w9",
-        RunnerConfig {
-            lease: secs(LEASE),
-            tokens: tokens.clone(),
-        },
+        RunnerConfig { lease: secs(LEASE), tokens: tokens.clone() },
         Arc::new(f.clock.clone()),
     );
     let id = f.task("reply_to_mention").await;
-    custom
-        .finish(claim(&custom).await, Outcome::NoActionNeeded)
-        .await
-        .unwrap();
-    let run = &store_for(f.db.clone(), tokens)
-        .task_runs(id, f.now())
-        .await
-        .unwrap()[0];
-    assert_eq!(
-        (run.output.as_deref(), run.state),
-        (Some("NOOP"), RunState::NoAction)
-    );
+    custom.finish(claim(&custom).await, Outcome::NoActionNeeded).await.unwrap();
+    let run = &store_for(f.db.clone(), tokens).task_runs(id, f.now()).await.unwrap()[0];
+    assert_eq!((run.output.as_deref(), run.state), (Some("NOOP"), RunState::NoAction));
 }
 
 async fn late_finish_after_a_reclaim_is_a_lost_lease(db: Db) {
     let f = Fixture::new(db);
-    let id = f
-        .task_with("reply_to_mention", Source::Notification, Safety::Unsafe, 3)
-        .await;
+    let id = f.task_with("reply_to_mention", Source::Notification, Safety::Unsafe, 3).await;
     let (w1, w2) = (f.runner("w1"), f.runner("w2"));
     let slow = claim(&w1).await;
     f.clock.advance(secs(LEASE + 15)); // the 30 s lease vs 45 s run case
@@ -409,20 +272,12 @@ async fn late_finish_after_a_reclaim_is_a_lost_lease(db: Db) {
     let slow_run = slow.run_id;
     assert_eq!(
         w1.finish(slow, acted("sent the reply")).await.unwrap(),
-        Finish::LostLease {
-            holder: Some("w2".into()),
-            epoch: 2
-        }
+        Finish::LostLease { holder: Some("w2".into()), epoch: 2 }
     );
     // The task is untouched: still w2's, no result.
     let t = f.row(id).await;
     assert_eq!(
-        (
-            t.status.as_str(),
-            t.owner.as_deref(),
-            t.lease_epoch,
-            t.result
-        ),
+        (t.status.as_str(), t.owner.as_deref(), t.lease_epoch, t.result),
         ("leased", Some("w2"), 2, None)
     );
     assert_eq!(t.updated_at, reclaimed_at);
@@ -430,26 +285,18 @@ async fn late_finish_after_a_reclaim_is_a_lost_lease(db: Db) {
     let runs = f.runs(id).await;
     assert_eq!(runs.len(), 2);
     let r = &runs[0];
-    assert_eq!(
-        (r.id, r.worker.as_str(), r.lease_epoch),
-        (slow_run, "w1", 1)
-    );
+    assert_eq!((r.id, r.worker.as_str(), r.lease_epoch), (slow_run, "w1", 1));
     assert_eq!(
         (r.finished_at, r.completion_rows, r.output.as_deref()),
         (Some(late), Some(0), Some("sent the reply"))
     );
-    assert_eq!(
-        (r.state, r.cause),
-        (RunState::LostLease, Some(Cause::LostLease))
-    );
+    assert_eq!((r.state, r.cause), (RunState::LostLease, Some(Cause::LostLease)));
     assert_eq!(runs[1].state, RunState::Running);
 
     // The holder finishes normally; the task's result is the holder's.
     assert_eq!(
         w2.finish(fresh, Outcome::NoActionNeeded).await.unwrap(),
-        Finish::Accepted {
-            status: TaskStatus::Completed
-        }
+        Finish::Accepted { status: TaskStatus::Completed }
     );
     assert_eq!(f.row(id).await.result.as_deref(), Some("no action needed"));
 
@@ -460,49 +307,23 @@ async fn late_finish_after_a_reclaim_is_a_lost_lease(db: Db) {
     let fresh = claim(&w2).await;
     let detail = "deadline exceeded after 45s".to_string();
     let lost = w1
-        .finish(
-            slow,
-            Outcome::Failed {
-                cause: ErrorCause::Timeout,
-                detail: detail.clone(),
-            },
-        )
+        .finish(slow, Outcome::Failed { cause: ErrorCause::Timeout, detail: detail.clone() })
         .await
         .unwrap();
-    assert_eq!(
-        lost,
-        Finish::LostLease {
-            holder: Some("w2".into()),
-            epoch: 2
-        }
-    );
+    assert_eq!(lost, Finish::LostLease { holder: Some("w2".into()), epoch: 2 });
     let r = &f.runs(id).await[0];
     assert_eq!(
-        (
-            r.completion_rows,
-            r.error.as_deref(),
-            r.error_detail.as_deref()
-        ),
+        (r.completion_rows, r.error.as_deref(), r.error_detail.as_deref()),
         (Some(0), Some("timeout"), Some(detail.as_str()))
     );
-    assert_eq!(
-        r.state,
-        RunState::LostLease,
-        "zero rows takes precedence over the error"
-    );
-    assert_eq!(
-        f.row(id).await.status,
-        "leased",
-        "the failure did not re-queue w2's task"
-    );
+    assert_eq!(r.state, RunState::LostLease, "zero rows takes precedence over the error");
+    assert_eq!(f.row(id).await.status, "leased", "the failure did not re-queue w2's task");
     w2.finish(fresh, Outcome::Skip).await.unwrap();
 }
 
 async fn failures_requeue_until_max_attempts_then_the_task_is_dead(db: Db) {
     let f = Fixture::new(db);
-    let id = f
-        .task_with("send_digest", Source::Tick, Safety::Unsafe, 2)
-        .await;
+    let id = f.task_with("send_digest", Source::Tick, Safety::Unsafe, 2).await;
     let w1 = f.runner("w1");
     let first = claim(&w1).await;
     f.clock.advance(secs(2));
@@ -510,68 +331,37 @@ async fn failures_requeue_until_max_attempts_then_the_task_is_dead(db: Db) {
     let out = w1
         .finish(
             first,
-            Outcome::Failed {
-                cause: ErrorCause::ApiError,
-                detail: "429 Too Many Requests".into(),
-            },
+            Outcome::Failed { cause: ErrorCause::ApiError, detail: "429 Too Many Requests".into() },
         )
         .await
         .unwrap();
-    assert_eq!(
-        out,
-        Finish::Accepted {
-            status: TaskStatus::Queued
-        }
-    );
+    assert_eq!(out, Finish::Accepted { status: TaskStatus::Queued });
     let t = f.row(id).await;
-    assert_eq!(
-        (t.status.as_str(), t.owner, t.lease_expires_at, t.result),
-        ("queued", None, None, None)
-    );
+    assert_eq!((t.status.as_str(), t.owner, t.lease_expires_at, t.result), ("queued", None, None, None));
     assert_eq!((t.attempts, t.lease_epoch, t.updated_at), (1, 1, failed_at));
     let r = &f.runs(id).await[0];
-    assert_eq!(
-        (r.finished_at, r.completion_rows, r.output.as_deref()),
-        (Some(failed_at), Some(1), None)
-    );
+    assert_eq!((r.finished_at, r.completion_rows, r.output.as_deref()), (Some(failed_at), Some(1), None));
     assert_eq!(
         (r.error.as_deref(), r.error_detail.as_deref()),
         (Some("api_error"), Some("429 Too Many Requests"))
     );
-    assert_eq!(
-        (r.state, r.cause),
-        (RunState::Failed, Some(Cause::ApiError))
-    );
+    assert_eq!((r.state, r.cause), (RunState::Failed, Some(Cause::ApiError)));
 
     let second = claim(&w1).await;
     assert_eq!((second.epoch, second.attempts), (2, 2));
     let out = w1
         .finish(
             second,
-            Outcome::Failed {
-                cause: ErrorCause::ContextOverflow,
-                detail: "prompt is 210k tokens".into(),
-            },
+            Outcome::Failed { cause: ErrorCause::ContextOverflow, detail: "prompt is 210k tokens".into() },
         )
         .await
         .unwrap();
-    assert_eq!(
-        out,
-        Finish::Accepted {
-            status: TaskStatus::Dead
-        }
-    );
+    assert_eq!(out, Finish::Accepted { status: TaskStatus::Dead });
     let t = f.row(id).await;
     assert_eq!((t.status.as_str(), t.owner, t.attempts), ("dead", None, 2));
-    assert!(
-        w1.claim(None).await.unwrap().is_none(),
-        "dead tasks are not claimed"
-    );
+    assert!(w1.claim(None).await.unwrap().is_none(), "dead tasks are not claimed");
     let causes: Vec<_> = f.runs(id).await.iter().map(|r| r.cause).collect();
-    assert_eq!(
-        causes,
-        vec![Some(Cause::ApiError), Some(Cause::ContextOverflow)]
-    );
+    assert_eq!(causes, vec![Some(Cause::ApiError), Some(Cause::ContextOverflow)]);
 }
 
 async fn an_expired_lease_is_reclaimed_under_a_new_epoch(db: Db) {
@@ -580,104 +370,55 @@ async fn an_expired_lease_is_reclaimed_under_a_new_epoch(db: Db) {
     let (w1, w2) = (f.runner("w1"), f.runner("w2"));
     let silent = claim(&w1).await; // and never heard from again
     f.clock.advance(secs(LEASE) - Duration::microseconds(1));
-    assert!(
-        w2.claim(None).await.unwrap().is_none(),
-        "one microsecond before expiry"
-    );
+    assert!(w2.claim(None).await.unwrap().is_none(), "one microsecond before expiry");
     f.clock.advance(Duration::microseconds(1));
     let now = f.now();
-    let lease = w2
-        .claim(None)
-        .await
-        .unwrap()
-        .expect("expiry is inclusive: lease_expires_at <= now");
+    let lease = w2.claim(None).await.unwrap().expect("expiry is inclusive: lease_expires_at <= now");
     assert_eq!((lease.task_id, lease.epoch, lease.attempts), (id, 2, 2));
     let t = f.row(id).await;
     assert_eq!(
-        (
-            t.owner.as_deref(),
-            t.lease_epoch,
-            t.attempts,
-            t.lease_expires_at
-        ),
+        (t.owner.as_deref(), t.lease_epoch, t.attempts, t.lease_expires_at),
         (Some("w2"), 2, 2, Some(now + secs(LEASE)))
     );
     let runs = f.runs(id).await;
     assert_eq!(runs.len(), 2);
     assert_eq!(
-        (
-            runs[0].id,
-            runs[0].lease_epoch,
-            runs[0].finished_at,
-            runs[0].completion_rows
-        ),
+        (runs[0].id, runs[0].lease_epoch, runs[0].finished_at, runs[0].completion_rows),
         (silent.run_id, 1, None, None)
     );
+    assert_eq!((runs[0].output.as_deref(), runs[0].error.as_deref()), (None, None));
+    assert_eq!((runs[0].state, runs[0].cause), (RunState::Silent, Some(Cause::Silent)));
     assert_eq!(
-        (runs[0].output.as_deref(), runs[0].error.as_deref()),
-        (None, None)
-    );
-    assert_eq!(
-        (runs[0].state, runs[0].cause),
-        (RunState::Silent, Some(Cause::Silent))
-    );
-    assert_eq!(
-        (
-            runs[1].worker.as_str(),
-            runs[1].lease_epoch,
-            runs[1].claimed_at,
-            runs[1].state
-        ),
+        (runs[1].worker.as_str(), runs[1].lease_epoch, runs[1].claimed_at, runs[1].state),
         ("w2", 2, now, RunState::Running)
     );
 }
 
 async fn a_lapsed_lease_with_no_attempts_left_is_dead(db: Db) {
     let f = Fixture::new(db);
-    let last_try = f
-        .task_with("send_digest", Source::Tick, Safety::Unsafe, 1)
-        .await;
+    let last_try = f.task_with("send_digest", Source::Tick, Safety::Unsafe, 1).await;
     let w1 = f.runner("w1");
     let lease = claim(&w1).await;
     assert_eq!(lease.task_id, last_try);
     let next = f.task("reply_to_mention").await;
     f.clock.advance(secs(LEASE + 1));
     let now = f.now();
-    let taken = f
-        .runner("w2")
-        .claim(None)
-        .await
-        .unwrap()
-        .expect("the next candidate");
-    assert_eq!(
-        taken.task_id, next,
-        "the exhausted task is skipped in the same claim"
-    );
+    let taken = f.runner("w2").claim(None).await.unwrap().expect("the next candidate");
+    assert_eq!(taken.task_id, next, "the exhausted task is skipped in the same claim");
     let t = f.row(last_try).await;
-    assert_eq!(
-        (t.status.as_str(), t.owner, t.lease_expires_at),
-        ("dead", None, None)
-    );
+    assert_eq!((t.status.as_str(), t.owner, t.lease_expires_at), ("dead", None, None));
     assert_eq!((t.attempts, t.lease_epoch, t.updated_at), (1, 1, now));
     let runs = f.runs(last_try).await;
     assert_eq!(runs.len(), 1, "no run for a claim that did not happen");
     assert_eq!(runs[0].state, RunState::Silent);
     // Its late finish is a lost lease: the owner was cleared.
-    assert_eq!(
-        w1.finish(lease, Outcome::Skip).await.unwrap(),
-        Finish::LostLease {
-            holder: None,
-            epoch: 1
-        }
-    );
+    assert_eq!(w1.finish(lease, Outcome::Skip).await.unwrap(), Finish::LostLease { holder: None, epoch: 1 });
     assert_eq!(f.row(last_try).await.status, "dead");
 }
 
 async fn effects_carry_the_fencing_token_and_are_idempotent(db: Db) {
     let f = Fixture::new(db);
-    let id = f
-        .task_with("reply_to_mention", Source::Notification, Safety::Unsafe, 3)
-        .await;
+    let id = f.task_with("reply_to_mention", Source::Notification, Safety::Unsafe, 3).await;
     let (w1, w2) = (f.runner("w1"), f.runner("w2"));
     let slow = claim(&w1).await;
     let key = format!("task-{id}-reply");
@@ -685,10 +426,7 @@ async fn effects_carry_the_fencing_token_and_are_idempotent(db: Db) {
     assert!(first.lease_current);
     f.clock.advance(secs(1));
     let again = w1.record_effect(&slow, "post_reply", &key).await.unwrap();
-    assert_eq!(
-        again.id, first.id,
-        "the same key from the same run is one effect"
-    );
+    assert_eq!(again.id, first.id, "the same key from the same run is one effect");
     assert!(again.lease_current);
 
     f.clock.advance(secs(LEASE));
@@ -696,14 +434,8 @@ async fn effects_carry_the_fencing_token_and_are_idempotent(db: Db) {
     let second = w2.record_effect(&fresh, "post_reply", &key).await.unwrap();
     assert_ne!(second.id, first.id);
     assert!(second.lease_current);
-    let stale = w1
-        .record_effect(&slow, "add_label", &format!("task-{id}-label"))
-        .await
-        .unwrap();
-    assert!(
-        !stale.lease_current,
-        "recorded anyway, flagged as run under a stale token"
-    );
+    let stale = w1.record_effect(&slow, "add_label", &format!("task-{id}-label")).await.unwrap();
+    assert!(!stale.lease_current, "recorded anyway, flagged as run under a stale token");
 
     let effects = f.store.task_effects(id).await.unwrap();
     let rows: Vec<_> = effects
@@ -724,41 +456,14 @@ async fn effects_carry_the_fencing_token_and_are_idempotent(db: Db) {
     assert_eq!(
         rows,
         vec![
-            (
-                first.id,
-                slow.run_id,
-                id,
-                1,
-                "post_reply",
-                key.as_str(),
-                t0()
-            ),
-            (
-                second.id,
-                fresh.run_id,
-                id,
-                2,
-                "post_reply",
-                key.as_str(),
-                t0() + secs(LEASE + 1)
-            ),
-            (
-                stale.id,
-                slow.run_id,
-                id,
-                1,
-                "add_label",
-                label.as_str(),
-                t0() + secs(LEASE + 1)
-            ),
+            (first.id, slow.run_id, id, 1, "post_reply", key.as_str(), t0()),
+            (second.id, fresh.run_id, id, 2, "post_reply", key.as_str(), t0() + secs(LEASE + 1)),
+            (stale.id, slow.run_id, id, 1, "add_label", label.as_str(), t0() + secs(LEASE + 1)),
         ]
     );
     // The dashboard's double execution: one key under two epochs.
-    let epochs: std::collections::BTreeSet<i64> = effects
-        .iter()
-        .filter(|e| e.idempotency_key == key)
-        .map(|e| e.lease_epoch)
-        .collect();
+    let epochs: std::collections::BTreeSet<i64> =
+        effects.iter().filter(|e| e.idempotency_key == key).map(|e| e.lease_epoch).collect();
     assert_eq!(epochs.into_iter().collect::<Vec<_>>(), vec![1, 2]);
 }
 
@@ -771,10 +476,7 @@ async fn a_run_is_finished_at_most_once(db: Db) {
     w1.finish(lease, acted("done")).await.unwrap();
     f.clock.advance(secs(1));
     let err = w1.finish(copy.clone(), Outcome::Skip).await.unwrap_err();
-    assert!(
-        matches!(err, RunnerError::AlreadyFinished(run) if run == copy.run_id),
-        "{err}"
-    );
+    assert!(matches!(err, RunnerError::AlreadyFinished(run) if run == copy.run_id), "{err}");
     assert!(!err.is_transient());
     let r = &f.runs(id).await[0];
     assert_eq!(
@@ -784,13 +486,7 @@ async fn a_run_is_finished_at_most_once(db: Db) {
     );
     assert_eq!(f.row(id).await.result.as_deref(), Some("done"));
     // A heartbeat after the finish learns the lease is gone.
-    assert_eq!(
-        w1.heartbeat(&mut copy).await.unwrap(),
-        Heartbeat::Lost {
-            holder: None,
-            epoch: 1
-        }
-    );
+    assert_eq!(w1.heartbeat(&mut copy).await.unwrap(), Heartbeat::Lost { holder: None, epoch: 1 });
 }
 
 async fn finish_unchecked_records_the_contract_violation(db: Db) {
@@ -798,25 +494,11 @@ async fn finish_unchecked_records_the_contract_violation(db: Db) {
     let w1 = f.runner("w1");
     for output in [Some(""), Some(" \n"), None] {
         let id = f.task("reply_to_mention").await;
-        let out = w1
-            .finish_unchecked(claim(&w1).await, output.map(str::to_string))
-            .await
-            .unwrap();
-        assert_eq!(
-            out,
-            Finish::Accepted {
-                status: TaskStatus::Completed
-            }
-        );
+        let out = w1.finish_unchecked(claim(&w1).await, output.map(str::to_string)).await.unwrap();
+        assert_eq!(out, Finish::Accepted { status: TaskStatus::Completed });
         let r = &f.runs(id).await[0];
-        assert_eq!(
-            (r.output.as_deref(), r.error.as_deref(), r.completion_rows),
-            (output, None, Some(1))
-        );
-        assert_eq!(
-            (r.state, r.cause),
-            (RunState::EmptyOutput, Some(Cause::EmptyOutput))
-        );
+        assert_eq!((r.output.as_deref(), r.error.as_deref(), r.completion_rows), (output, None, Some(1)));
+        assert_eq!((r.state, r.cause), (RunState::EmptyOutput, Some(Cause::EmptyOutput)));
     }
 }
 
@@ -830,40 +512,26 @@ async fn every_state_comes_out_of_the_runner(db: Db) {
     w1.finish(claim(&w1).await, acted("replied")).await.unwrap();
     expect.push((id, vec![(RunState::Acted, None)]));
     let id = f.task("reply_to_mention").await;
-    w1.finish(claim(&w1).await, Outcome::NoActionNeeded)
-        .await
-        .unwrap();
+    w1.finish(claim(&w1).await, Outcome::NoActionNeeded).await.unwrap();
     expect.push((id, vec![(RunState::NoAction, None)]));
     let id = f.task("sync_calendar").await;
     w1.finish(claim(&w1).await, Outcome::Skip).await.unwrap();
     expect.push((id, vec![(RunState::Skip, None)]));
     for cause in ErrorCause::ALL {
-        let id = f
-            .task_with("triage_issue", Source::Notification, Safety::Idempotent, 1)
-            .await;
+        let id = f.task_with("triage_issue", Source::Notification, Safety::Idempotent, 1).await;
         let out = w1
-            .finish(
-                claim(&w1).await,
-                Outcome::Failed {
-                    cause,
-                    detail: format!("{cause:?}"),
-                },
-            )
+            .finish(claim(&w1).await, Outcome::Failed { cause, detail: format!("{cause:?}") })
             .await
             .unwrap();
         assert_eq!(
             out,
-            Finish::Accepted {
-                status: TaskStatus::Dead
-            },
+            Finish::Accepted { status: TaskStatus::Dead },
             "one attempt only, so it is not claimed again"
         );
         expect.push((id, vec![(RunState::Failed, Some(cause.into()))]));
     }
     let id = f.task("reply_to_mention").await;
-    w1.finish_unchecked(claim(&w1).await, Some(String::new()))
-        .await
-        .unwrap();
+    w1.finish_unchecked(claim(&w1).await, Some(String::new())).await.unwrap();
     expect.push((id, vec![(RunState::EmptyOutput, Some(Cause::EmptyOutput))]));
 
     // A slow run loses its lease to w2 and finishes late; a silent one never finishes.
@@ -877,29 +545,12 @@ async fn every_state_comes_out_of_the_runner(db: Db) {
     assert_eq!((a.task_id, b.task_id), (slow_task, silent_task));
     w1.finish(slow, acted("sent the digest")).await.unwrap();
     w2.finish(a, acted("sent the digest")).await.unwrap();
-    expect.push((
-        slow_task,
-        vec![
-            (RunState::LostLease, Some(Cause::LostLease)),
-            (RunState::Acted, None),
-        ],
-    ));
-    expect.push((
-        silent_task,
-        vec![
-            (RunState::Silent, Some(Cause::Silent)),
-            (RunState::Running, None),
-        ],
-    ));
+    expect.push((slow_task, vec![(RunState::LostLease, Some(Cause::LostLease)), (RunState::Acted, None)]));
+    expect.push((silent_task, vec![(RunState::Silent, Some(Cause::Silent)), (RunState::Running, None)]));
 
     let mut seen = std::collections::BTreeSet::new();
     for (task, states) in expect {
-        let got: Vec<_> = f
-            .runs(task)
-            .await
-            .iter()
-            .map(|r| (r.state, r.cause))
-            .collect();
+        let got: Vec<_> = f.runs(task).await.iter().map(|r| (r.state, r.cause)).collect();
         assert_eq!(got, states, "task {task}");
         seen.extend(got.into_iter().map(|(s, _)| s));
     }
@@ -961,10 +612,7 @@ on_every_backend!(
 fn an_action_message_cannot_be_blank() {
     assert_eq!(ActionMessage::new(""), Err(BlankMessage));
     assert_eq!(ActionMessage::new("   \n\t"), Err(BlankMessage));
-    assert_eq!(
-        ActionMessage::new("labelled bug").unwrap().as_str(),
-        "labelled bug"
-    );
+    assert_eq!(ActionMessage::new("labelled bug").unwrap().as_str(), "labelled bug");
 }
 
 /// `docs/contract.md` quotes every statement the crate runs, verbatim (white space aside), so a

@@ -56,8 +56,14 @@ impl GlobalArgs {
     pub fn tokens(&self) -> anyhow::Result<Tokens> {
         let tokens = Tokens { no_action: self.no_action_token.clone(), skip: self.skip_token.clone() };
         let blank = |s: &str| lastword_core::trim_token(s).is_empty();
-        anyhow::ensure!(!blank(&tokens.no_action), "--no-action-token must not be blank: empty output is reserved for failure");
-        anyhow::ensure!(!blank(&tokens.skip), "--skip-token must not be blank: empty output is reserved for failure");
+        anyhow::ensure!(
+            !blank(&tokens.no_action),
+            "--no-action-token must not be blank: empty output is reserved for failure"
+        );
+        anyhow::ensure!(
+            !blank(&tokens.skip),
+            "--skip-token must not be blank: empty output is reserved for failure"
+        );
         anyhow::ensure!(
             lastword_core::trim_token(&tokens.no_action) != lastword_core::trim_token(&tokens.skip),
             "--no-action-token and --skip-token must differ"
@@ -110,7 +116,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("migrating {}", target.redacted()))?;
             let readiness = store.readiness().await;
-            anyhow::ensure!(readiness.is_ready(), "migrations still pending: {:?}", readiness.pending_migrations);
+            anyhow::ensure!(
+                readiness.is_ready(),
+                "migrations still pending: {:?}",
+                readiness.pending_migrations
+            );
             println!("migrations applied ({})", target.redacted());
             Ok(())
         }

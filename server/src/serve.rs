@@ -1,10 +1,10 @@
 //! `lastword serve`: open the store, build the router, listen until SIGINT/SIGTERM.
 
 use crate::cli::ServeArgs;
-use lastword_sim::FleetConfig;
 use crate::state::{leptos_options, AppState};
 use anyhow::Context;
 use lastword_core::Tokens;
+use lastword_sim::FleetConfig;
 use lastword_store::DbTarget;
 
 pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow::Result<()> {
@@ -33,9 +33,8 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
         })
     });
 
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
-        .with_context(|| format!("binding {}", args.addr))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
     tracing::info!("serving the dashboard at http://{}", listener.local_addr()?);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -84,9 +83,8 @@ pub async fn demo(target: DbTarget, tokens: Tokens, mut fleet: FleetConfig) -> a
         .with_context(|| format!("opening {}", target.redacted()))?;
     fleet.tokens = store.tokens().clone();
     tracing::info!(database = %target.redacted(), workers = fleet.workers, "running the demo fleet");
-    let report = lastword_sim::run_fleet(store.db().clone(), fleet, shutdown_signal())
-        .await
-        .context("demo fleet")?;
+    let report =
+        lastword_sim::run_fleet(store.db().clone(), fleet, shutdown_signal()).await.context("demo fleet")?;
     println!("{report}");
     store.db().close().await;
     Ok(())

@@ -1,8 +1,8 @@
 //! Everything a request handler may need, built once at start-up and shared by reference.
 
 use axum::extract::FromRef;
-use leptos::prelude::LeptosOptions;
 use lastword_store::Store;
+use leptos::prelude::LeptosOptions;
 use std::sync::Arc;
 
 #[derive(Clone, FromRef)]

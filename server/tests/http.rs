@@ -62,7 +62,10 @@ async fn the_overview_is_rendered_on_the_server_with_totals_from_the_store() {
     assert_eq!(status, StatusCode::OK);
     assert!(html.contains("<h1>Overview</h1>"), "{html}");
     assert!(html.contains("/pkg/lastword.js"), "the page loads the wasm bundle: {html}");
-    assert!(html.contains(r#"data-testid="total-tasks">2<"#), "totals are in the server-rendered HTML: {html}");
+    assert!(
+        html.contains(r#"data-testid="total-tasks">2<"#),
+        "totals are in the server-rendered HTML: {html}"
+    );
 }
 
 #[tokio::test]

@@ -38,16 +38,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // What the dashboard will show, decided by the store's state function.
     let store = store_for(db.clone(), Tokens::default());
     let ids: Vec<i64> = match &db {
-        Db::Postgres(p) => {
-            sqlx::query_scalar("SELECT id FROM tasks ORDER BY id")
-                .fetch_all(p)
-                .await?
-        }
-        Db::Sqlite(p) => {
-            sqlx::query_scalar("SELECT id FROM tasks ORDER BY id")
-                .fetch_all(p)
-                .await?
-        }
+        Db::Postgres(p) => sqlx::query_scalar("SELECT id FROM tasks ORDER BY id").fetch_all(p).await?,
+        Db::Sqlite(p) => sqlx::query_scalar("SELECT id FROM tasks ORDER BY id").fetch_all(p).await?,
     };
     let now = chrono::Utc::now();
     let mut states: BTreeMap<String, u64> = BTreeMap::new();
@@ -60,12 +52,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             *states.entry(key).or_default() += 1;
         }
-        let epochs: std::collections::BTreeSet<i64> = store
-            .task_effects(id)
-            .await?
-            .iter()
-            .map(|e| e.lease_epoch)
-            .collect();
+        let epochs: std::collections::BTreeSet<i64> =
+            store.task_effects(id).await?.iter().map(|e| e.lease_epoch).collect();
         if epochs.len() >= 2 {
             doubled += 1;
         }

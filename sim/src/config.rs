@@ -122,10 +122,7 @@ impl FleetConfig {
             ));
         }
         if self.lease < Duration::from_millis(10) {
-            return fail(format!(
-                "--lease: must be at least 10ms, got {:?}",
-                self.lease
-            ));
+            return fail(format!("--lease: must be at least 10ms, got {:?}", self.lease));
         }
         if self.work_min > self.work_max {
             return fail(format!(
@@ -142,7 +139,9 @@ impl FleetConfig {
         }
         let total: f64 = self.fault_rates().iter().map(|(_, r)| r).sum();
         if total > 1.0 + 1e-9 {
-            return fail(format!("the fault rates (--rate-slow ... --rate-empty) add up to {total:.3}; they must not exceed 1"));
+            return fail(format!(
+                "the fault rates (--rate-slow ... --rate-empty) add up to {total:.3}; they must not exceed 1"
+            ));
         }
         Ok(())
     }
@@ -196,38 +195,20 @@ mod tests {
         .fleet;
         assert_eq!(
             (c.seed, c.duration, c.lease, c.workers),
-            (
-                Some(1),
-                Some(Duration::from_secs(30)),
-                Duration::from_millis(300),
-                3
-            )
+            (Some(1), Some(Duration::from_secs(30)), Duration::from_millis(300), 3)
         );
         assert_eq!((c.rate_empty, c.no_tour), (0.5, true));
     }
 
     #[test]
     fn bad_configurations_name_the_flag() {
-        let c = FleetConfig {
-            rate_crash: 0.9,
-            rate_empty: 0.5,
-            ..FleetConfig::default()
-        };
+        let c = FleetConfig { rate_crash: 0.9, rate_empty: 0.5, ..FleetConfig::default() };
         assert!(c.validate().unwrap_err().0.contains("add up to"));
-        let c = FleetConfig {
-            rate_silent: -0.1,
-            ..FleetConfig::default()
-        };
+        let c = FleetConfig { rate_silent: -0.1, ..FleetConfig::default() };
         assert!(c.validate().unwrap_err().0.starts_with("--rate-silent"));
-        let c = FleetConfig {
-            workers: 0,
-            ..FleetConfig::default()
-        };
+        let c = FleetConfig { workers: 0, ..FleetConfig::default() };
         assert!(c.validate().unwrap_err().0.starts_with("--workers"));
-        let c = FleetConfig {
-            arrival_rate: 0.0,
-            ..FleetConfig::default()
-        };
+        let c = FleetConfig { arrival_rate: 0.0, ..FleetConfig::default() };
         assert!(c.validate().unwrap_err().0.starts_with("--arrival-rate"));
     }
 }

@@ -98,11 +98,7 @@ pub(crate) struct Planner {
 
 impl Planner {
     pub fn new(seed: u64, config: &FleetConfig) -> Self {
-        Planner {
-            rng: StdRng::seed_from_u64(seed),
-            work_min: config.work_min,
-            work_max: config.work_max,
-        }
+        Planner { rng: StdRng::seed_from_u64(seed), work_min: config.work_min, work_max: config.work_max }
     }
 
     pub fn next_plan(&mut self) -> Plan {
@@ -135,32 +131,15 @@ mod tests {
 
     #[test]
     fn fates_follow_the_rates() {
-        let config = FleetConfig {
-            rate_slow: 0.1,
-            rate_empty: 0.2,
-            ..FleetConfig::default()
-        };
+        let config = FleetConfig { rate_slow: 0.1, rate_empty: 0.2, ..FleetConfig::default() };
         let mut p = Planner::new(1, &config);
         let n = 20_000;
-        let fates: Vec<Fate> = (0..n)
-            .map(|_| p.next_plan().fate(&config, Source::Notification))
-            .collect();
+        let fates: Vec<Fate> = (0..n).map(|_| p.next_plan().fate(&config, Source::Notification)).collect();
         let share = |f: Fate| fates.iter().filter(|&&x| x == f).count() as f64 / n as f64;
-        assert!(
-            (share(Fate::Slow) - 0.1).abs() < 0.01,
-            "{}",
-            share(Fate::Slow)
-        );
-        assert!(
-            (share(Fate::Empty) - 0.2).abs() < 0.01,
-            "{}",
-            share(Fate::Empty)
-        );
+        assert!((share(Fate::Slow) - 0.1).abs() < 0.01, "{}", share(Fate::Slow));
+        assert!((share(Fate::Empty) - 0.2).abs() < 0.01, "{}", share(Fate::Empty));
         assert!((share(Fate::Failed(ErrorCause::Crash)) - 0.03).abs() < 0.01);
-        assert!(
-            share(Fate::Acted) > share(Fate::Idle),
-            "notifications mostly act"
-        );
+        assert!(share(Fate::Acted) > share(Fate::Idle), "notifications mostly act");
         let none = FleetConfig {
             rate_slow: 0.0,
             rate_api_error: 0.0,
@@ -171,19 +150,15 @@ mod tests {
             rate_empty: 0.0,
             ..FleetConfig::default()
         };
-        assert!((0..1000).all(|_| matches!(
-            p.next_plan().fate(&none, Source::Tick),
-            Fate::Acted | Fate::Idle
-        )));
+        assert!(
+            (0..1000).all(|_| matches!(p.next_plan().fate(&none, Source::Tick), Fate::Acted | Fate::Idle))
+        );
     }
 
     #[test]
     fn tour_names_parse() {
         assert_eq!("slow".parse::<Fate>(), Ok(Fate::Slow));
-        assert_eq!(
-            "context_overflow".parse::<Fate>(),
-            Ok(Fate::Failed(ErrorCause::ContextOverflow))
-        );
+        assert_eq!("context_overflow".parse::<Fate>(), Ok(Fate::Failed(ErrorCause::ContextOverflow)));
         assert!("melted".parse::<Fate>().is_err());
     }
 }

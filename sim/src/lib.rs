@@ -46,11 +46,7 @@ use tokio::task::JoinSet;
 /// two leases plus the longest work plus 2 s, after which the rest are abandoned unfinished —
 /// and returns what happened. Database errors are logged, counted and retried, never fatal;
 /// the only error is an invalid configuration.
-pub async fn run_fleet<F>(
-    db: Db,
-    config: FleetConfig,
-    shutdown: F,
-) -> Result<FleetReport, ConfigError>
+pub async fn run_fleet<F>(db: Db, config: FleetConfig, shutdown: F) -> Result<FleetReport, ConfigError>
 where
     F: Future<Output = ()>,
 {
@@ -66,34 +62,17 @@ where
         "simulator fleet starting (replay with --seed {seed})"
     );
     let config = Arc::new(config);
-    let report = Arc::new(Mutex::new(FleetReport {
-        seed,
-        ..FleetReport::default()
-    }));
+    let report = Arc::new(Mutex::new(FleetReport { seed, ..FleetReport::default() }));
     let in_flight = Arc::new(AtomicU64::new(0));
     let (stop_tx, stop_rx) = watch::channel(false);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let runner_config = RunnerConfig {
-        lease: config.lease_chrono(),
-        tokens: config.tokens.clone(),
-    };
+    let runner_config = RunnerConfig { lease: config.lease_chrono(), tokens: config.tokens.clone() };
 
     let mut tasks = JoinSet::new();
-    tasks.spawn(producer::produce(
-        db.clone(),
-        config.clone(),
-        seed,
-        report.clone(),
-        stop_rx.clone(),
-    ));
+    tasks.spawn(producer::produce(db.clone(), config.clone(), seed, report.clone(), stop_rx.clone()));
     for i in 1..=config.workers {
         let worker = worker::Worker {
-            runner: Runner::new(
-                db.clone(),
-                format!("worker-{i}"),
-                runner_config.clone(),
-                clock.clone(),
-            ),
+            runner: Runner::new(db.clone(), format!("worker-{i}"), runner_config.clone(), clock.clone()),
             planner: fate::Planner::new(seed.wrapping_add(i as u64), &config),
             config: config.clone(),
             report: report.clone(),
@@ -112,10 +91,7 @@ where
         None => (&mut shutdown).await,
     }
     let grace = config.lease * 2 + config.work_max + Duration::from_secs(2);
-    tracing::info!(
-        ?grace,
-        "simulator fleet stopping: no new claims; letting in-flight runs end"
-    );
+    tracing::info!(?grace, "simulator fleet stopping: no new claims; letting in-flight runs end");
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(grace, async {
         while let Some(joined) = tasks.join_next().await {
@@ -127,10 +103,7 @@ where
     .await;
     if drained.is_err() {
         let abandoned = in_flight.load(Ordering::SeqCst);
-        tracing::warn!(
-            abandoned,
-            "in-flight runs did not end within {grace:?}; leaving them unfinished"
-        );
+        tracing::warn!(abandoned, "in-flight runs did not end within {grace:?}; leaving them unfinished");
         tasks.shutdown().await;
         report.lock().expect("report lock").unfinished += abandoned;
     }

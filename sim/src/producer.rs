@@ -21,12 +21,7 @@ pub(crate) async fn produce(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut tour = if config.no_tour {
-        Vec::new()
-    } else {
-        workload::tour()
-    }
-    .into_iter();
+    let mut tour = if config.no_tour { Vec::new() } else { workload::tour() }.into_iter();
     let mut next = Instant::now();
     let mut n = 0u64;
     loop {

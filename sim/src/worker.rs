@@ -43,12 +43,7 @@ impl Worker {
                 Ok(None) => self.pause(poll).await,
                 Err(e) => {
                     self.db_error("claim", &e);
-                    self.pause(if e.is_transient() {
-                        poll
-                    } else {
-                        Duration::from_secs(1)
-                    })
-                    .await;
+                    self.pause(if e.is_transient() { poll } else { Duration::from_secs(1) }).await;
                 }
             }
         }
@@ -108,13 +103,7 @@ impl Worker {
         let kind = workload::kind(&lease.kind);
         let worker = self.runner.worker().to_string();
         self.count(|r| r.claims += 1);
-        tracing::debug!(
-            worker,
-            task_id = lease.task_id,
-            epoch = lease.epoch,
-            ?fate,
-            "claimed"
-        );
+        tracing::debug!(worker, task_id = lease.task_id, epoch = lease.epoch, ?fate, "claimed");
 
         let outcome = match fate {
             Fate::Silent => {
@@ -142,20 +131,14 @@ impl Worker {
                 acted(kind, &lease, plan.variant)
             }
             Fate::Failed(cause) => {
-                if let Err(lost) = self
-                    .work(&mut lease, plan.work.mul_f64(plan.fraction))
-                    .await
-                {
+                if let Err(lost) = self.work(&mut lease, plan.work.mul_f64(plan.fraction)).await {
                     return self.finish_after_lost_heartbeat(lease, lost).await;
                 }
                 if lease.safety == Safety::Unsafe {
                     // It got as far as its side effect before failing: a retry will run it again.
                     self.effect(&lease, kind).await;
                 }
-                Outcome::Failed {
-                    cause,
-                    detail: workload::failure_detail(cause, plan.variant),
-                }
+                Outcome::Failed { cause, detail: workload::failure_detail(cause, plan.variant) }
             }
             Fate::Acted | Fate::Idle | Fate::Empty => {
                 if let Err(lost) = self.work(&mut lease, plan.work).await {
@@ -169,8 +152,7 @@ impl Worker {
                     Fate::Idle if lease.source == Source::Tick => Outcome::Skip,
                     Fate::Idle => Outcome::NoActionNeeded,
                     _ => {
-                        let output =
-                            [Some(""), None, Some(" \n")][plan.variant % 3].map(str::to_string);
+                        let output = [Some(""), None, Some(" \n")][plan.variant % 3].map(str::to_string);
                         tracing::info!(
                             worker,
                             task_id = lease.task_id,
@@ -178,20 +160,14 @@ impl Worker {
                             "finishing with an empty output (contract violation)"
                         );
                         let finish = self
-                            .retry("finish", || {
-                                self.runner.finish_unchecked(lease.clone(), output.clone())
-                            })
+                            .retry("finish", || self.runner.finish_unchecked(lease.clone(), output.clone()))
                             .await;
                         return self.tally(finish, |r| r.empty_output += 1);
                     }
                 }
             }
         };
-        let finish = self
-            .retry("finish", || {
-                self.runner.finish(lease.clone(), outcome.clone())
-            })
-            .await;
+        let finish = self.retry("finish", || self.runner.finish(lease.clone(), outcome.clone())).await;
         self.tally(finish, |r| match &outcome {
             Outcome::Acted(_) => r.acted += 1,
             Outcome::NoActionNeeded => r.no_action += 1,
@@ -253,25 +229,14 @@ impl Worker {
             lost.holder.as_deref().unwrap_or("nobody"),
             lost.epoch
         );
-        let outcome = Outcome::Failed {
-            cause: ErrorCause::Other,
-            detail,
-        };
-        let finish = self
-            .retry("finish", || {
-                self.runner.finish(lease.clone(), outcome.clone())
-            })
-            .await;
+        let outcome = Outcome::Failed { cause: ErrorCause::Other, detail };
+        let finish = self.retry("finish", || self.runner.finish(lease.clone(), outcome.clone())).await;
         self.tally(finish, |r| r.other += 1);
     }
 
     async fn effect(&self, lease: &Lease, kind: &Kind) {
         let key = format!("task-{}-{}", lease.task_id, kind.effect);
-        if let Some(rec) = self
-            .retry("effect", || {
-                self.runner.record_effect(lease, kind.effect, &key)
-            })
-            .await
+        if let Some(rec) = self.retry("effect", || self.runner.record_effect(lease, kind.effect, &key)).await
         {
             self.count(|r| r.effects += 1);
             if !rec.lease_current {
@@ -311,14 +276,7 @@ impl Worker {
 /// The fate a tour task scripts for this attempt, if any.
 fn tour_fate(lease: &Lease) -> Option<Fate> {
     let index = usize::try_from(lease.attempts).ok()?.checked_sub(1)?;
-    lease
-        .payload
-        .get("tour")?
-        .as_array()?
-        .get(index)?
-        .as_str()?
-        .parse()
-        .ok()
+    lease.payload.get("tour")?.as_array()?.get(index)?.as_str()?.parse().ok()
 }
 
 fn acted(kind: &Kind, lease: &Lease, variant: usize) -> Outcome {

@@ -76,10 +76,9 @@ pub(crate) fn failure_detail(cause: ErrorCause, variant: usize) -> String {
             "model API returned 529 Overloaded after 3 retries",
             "model API returned 500 Internal Server Error (request id req_7f3a)",
         ],
-        ErrorCause::Timeout => &[
-            "tool call github.search exceeded its 120s deadline",
-            "no model response within 300s",
-        ],
+        ErrorCause::Timeout => {
+            &["tool call github.search exceeded its 120s deadline", "no model response within 300s"]
+        }
         ErrorCause::ContextOverflow => &[
             "prompt is 213441 tokens; the model's limit is 200000",
             "thread history too long to summarise: 1.2 MB of comments",
@@ -116,11 +115,7 @@ fn new_task(kind: &Kind, n: u64, is_unsafe: bool, person: &str, tour: Option<&[&
     NewTask {
         kind: kind.name.to_string(),
         source: kind.source,
-        safety: if is_unsafe {
-            Safety::Unsafe
-        } else {
-            Safety::Idempotent
-        },
+        safety: if is_unsafe { Safety::Unsafe } else { Safety::Idempotent },
         payload,
         max_attempts: 3,
     }
@@ -146,13 +141,7 @@ pub(crate) fn tour() -> Vec<NewTask> {
         .iter()
         .enumerate()
         .map(|(i, (name, is_unsafe, fates))| {
-            new_task(
-                kind(name),
-                i as u64 + 1,
-                *is_unsafe,
-                PEOPLE[i % PEOPLE.len()],
-                Some(fates),
-            )
+            new_task(kind(name), i as u64 + 1, *is_unsafe, PEOPLE[i % PEOPLE.len()], Some(fates))
         })
         .collect()
 }
@@ -170,11 +159,7 @@ mod tests {
                 let fate: Fate = f.as_str().unwrap().parse().unwrap();
                 seen.insert(format!(
                     "{fate:?}/{}",
-                    if fate == Fate::Idle {
-                        task.source.as_str()
-                    } else {
-                        ""
-                    }
+                    if fate == Fate::Idle { task.source.as_str() } else { "" }
                 ));
             }
         }

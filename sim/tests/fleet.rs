@@ -34,14 +34,8 @@ fn fast(config: FleetConfig) -> FleetConfig {
 async fn check(db: &Db, report: &FleetReport) -> BTreeMap<String, u64> {
     let store = store_for(db.clone(), Tokens::default());
     let ids: Vec<i64> = match db {
-        Db::Postgres(p) => sqlx::query_scalar("SELECT id FROM tasks ORDER BY id")
-            .fetch_all(p)
-            .await
-            .unwrap(),
-        Db::Sqlite(p) => sqlx::query_scalar("SELECT id FROM tasks ORDER BY id")
-            .fetch_all(p)
-            .await
-            .unwrap(),
+        Db::Postgres(p) => sqlx::query_scalar("SELECT id FROM tasks ORDER BY id").fetch_all(p).await.unwrap(),
+        Db::Sqlite(p) => sqlx::query_scalar("SELECT id FROM tasks ORDER BY id").fetch_all(p).await.unwrap(),
     };
     let later = Utc::now() + chrono::Duration::minutes(1);
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
@@ -58,11 +52,7 @@ async fn check(db: &Db, report: &FleetReport) -> BTreeMap<String, u64> {
     eprintln!("report: {report}\ndatabase: {seen:?}");
 
     assert_eq!(ids.len() as u64, report.enqueued, "tasks");
-    assert_eq!(
-        seen.values().sum::<u64>(),
-        report.claims,
-        "one run per claim"
-    );
+    assert_eq!(seen.values().sum::<u64>(), report.claims, "one run per claim");
     assert_eq!(n("acted"), report.acted);
     assert_eq!(n("no_action"), report.no_action);
     assert_eq!(n("skip"), report.skip);
@@ -75,10 +65,7 @@ async fn check(db: &Db, report: &FleetReport) -> BTreeMap<String, u64> {
     assert_eq!(n("lost_lease"), report.lost_lease);
     assert_eq!(n("silent"), report.silent + report.unfinished);
     assert_eq!(n("running"), 0);
-    assert_eq!(
-        scalar(db, "SELECT COUNT(*) FROM effects", &[]).await as u64,
-        report.effects
-    );
+    assert_eq!(scalar(db, "SELECT COUNT(*) FROM effects", &[]).await as u64, report.effects);
 
     for kind in [
         "acted",
@@ -105,10 +92,7 @@ async fn check(db: &Db, report: &FleetReport) -> BTreeMap<String, u64> {
     )
     .await;
     assert!(doubled >= 1, "no task with effects under two epochs");
-    assert!(
-        report.stale_effects >= 1,
-        "no effect recorded under a lost lease"
-    );
+    assert!(report.stale_effects >= 1, "no effect recorded under a lost lease");
     seen
 }
 
@@ -131,19 +115,14 @@ async fn rates_produce_every_kind_of_event(db: Db) {
         ..FleetConfig::default()
     });
     let started = Instant::now();
-    let report = run_fleet(db.clone(), config, std::future::pending())
-        .await
-        .unwrap();
+    let report = run_fleet(db.clone(), config, std::future::pending()).await.unwrap();
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "stopped within the grace period: {:?}",
         started.elapsed()
     );
     assert_eq!(report.seed, 7);
-    assert!(
-        report.heartbeats >= 1,
-        "runs longer than half the lease heartbeat"
-    );
+    assert!(report.heartbeats >= 1, "runs longer than half the lease heartbeat");
     check(&db, &report).await;
 }
 
@@ -163,30 +142,18 @@ async fn the_tour_alone_shows_every_kind_of_event(db: Db) {
         rate_empty: 0.0,
         ..FleetConfig::default()
     });
-    let report = run_fleet(db.clone(), config, std::future::pending())
-        .await
-        .unwrap();
+    let report = run_fleet(db.clone(), config, std::future::pending()).await.unwrap();
     let seen = check(&db, &report).await;
     // Exactly the tour's faults, nothing from the (zero) rates.
-    for kind in [
-        "timeout",
-        "api_error",
-        "context_overflow",
-        "crash",
-        "silent",
-        "empty_output",
-        "lost_lease",
-    ] {
+    for kind in ["timeout", "api_error", "context_overflow", "crash", "silent", "empty_output", "lost_lease"]
+    {
         assert_eq!(seen[kind], 1, "{kind}: {seen:?}");
     }
     // The slow tour task (the first, unsafe) ran its effect under epochs 1 and 2.
     let first = scalar(&db, "SELECT MIN(id) FROM tasks", &[]).await;
-    let epochs = scalar(
-        &db,
-        "SELECT COUNT(DISTINCT lease_epoch) FROM effects WHERE task_id = $1",
-        &[first.into()],
-    )
-    .await;
+    let epochs =
+        scalar(&db, "SELECT COUNT(DISTINCT lease_epoch) FROM effects WHERE task_id = $1", &[first.into()])
+            .await;
     assert_eq!(epochs, 2);
 }
 
@@ -199,43 +166,19 @@ async fn shutdown_stops_the_fleet(db: Db) {
         ..FleetConfig::default()
     });
     let started = Instant::now();
-    let report = run_fleet(
-        db.clone(),
-        config,
-        tokio::time::sleep(Duration::from_millis(1500)),
-    )
-    .await
-    .unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(6),
-        "{:?}",
-        started.elapsed()
-    );
+    let report =
+        run_fleet(db.clone(), config, tokio::time::sleep(Duration::from_millis(1500))).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
     assert!(report.enqueued >= 1 && report.claims >= 1, "{report}");
-    let unfinished = scalar(
-        &db,
-        "SELECT COUNT(*) FROM runs WHERE finished_at IS NULL",
-        &[],
-    )
-    .await as u64;
-    assert_eq!(
-        unfinished,
-        report.silent + report.unfinished,
-        "in-flight runs were let finish"
-    );
+    let unfinished = scalar(&db, "SELECT COUNT(*) FROM runs WHERE finished_at IS NULL", &[]).await as u64;
+    assert_eq!(unfinished, report.silent + report.unfinished, "in-flight runs were let finish");
 }
 
 #[tokio::test]
 async fn invalid_configurations_are_refused() {
     let (db, _dir) = lastword_store::testing::sqlite_file().await;
-    let config = FleetConfig {
-        rate_silent: 0.7,
-        rate_empty: 0.7,
-        ..FleetConfig::default()
-    };
-    let err = run_fleet(db, config, std::future::pending())
-        .await
-        .unwrap_err();
+    let config = FleetConfig { rate_silent: 0.7, rate_empty: 0.7, ..FleetConfig::default() };
+    let err = run_fleet(db, config, std::future::pending()).await.unwrap_err();
     assert!(err.to_string().contains("must not exceed 1"), "{err}");
 }
 

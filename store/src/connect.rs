@@ -6,7 +6,9 @@
 use crate::StoreError;
 use sqlx::migrate::{MigrateDatabase, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 use sqlx::ConnectOptions;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -121,9 +123,8 @@ impl Db {
             }
             DbTarget::SqliteFile(path) => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| {
-                        StoreError::Config(format!("data dir {}: {e}", dir.display()))
-                    })?;
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| StoreError::Config(format!("data dir {}: {e}", dir.display())))?;
                 }
                 let options = SqliteConnectOptions::new().filename(path).create_if_missing(true);
                 Self::sqlite(options, 8).await
@@ -193,12 +194,18 @@ mod tests {
     fn targets_are_chosen_by_scheme() {
         let dir = std::path::Path::new("/data");
         assert_eq!(DbTarget::resolve(None, dir).unwrap(), DbTarget::SqliteFile("/data/lastword.db".into()));
-        assert_eq!(DbTarget::resolve(Some("  "), dir).unwrap(), DbTarget::SqliteFile("/data/lastword.db".into()));
+        assert_eq!(
+            DbTarget::resolve(Some("  "), dir).unwrap(),
+            DbTarget::SqliteFile("/data/lastword.db".into())
+        );
         assert_eq!(
             DbTarget::resolve(Some("postgres://u@h/db"), dir).unwrap(),
             DbTarget::Postgres("postgres://u@h/db".into())
         );
-        assert_eq!(DbTarget::from_url("sqlite:x/y.db?mode=rwc").unwrap(), DbTarget::SqliteFile("x/y.db".into()));
+        assert_eq!(
+            DbTarget::from_url("sqlite:x/y.db?mode=rwc").unwrap(),
+            DbTarget::SqliteFile("x/y.db".into())
+        );
         assert_eq!(DbTarget::from_url("sqlite::memory:").unwrap(), DbTarget::SqliteMemory);
         let err = DbTarget::from_url("mysql://h/db").unwrap_err().to_string();
         assert!(err.contains("unsupported scheme \"mysql\""), "{err}");

@@ -2,15 +2,17 @@
 //! difference (JSON payload as jsonb vs text) is absorbed by `sqlx::types::Json`.
 
 use chrono::{DateTime, Utc};
-use lastword_core::{Cause, ErrorCause, Effect, OperatorAction, Run, RunState, Task};
+use lastword_core::{Cause, Effect, ErrorCause, OperatorAction, Run, RunState, Task};
 use sqlx::types::Json;
 
-pub(crate) const TASK_COLUMNS: &str = "id, kind, source, safety, status, payload, result, owner, lease_epoch, \
+pub(crate) const TASK_COLUMNS: &str =
+    "id, kind, source, safety, status, payload, result, owner, lease_epoch, \
      lease_expires_at, attempts, max_attempts, compensated_at, compensated_by, compensation_reason, \
      compensation_ref, created_at, updated_at";
 
 /// `r.`-qualified because run queries join and alias.
-pub(crate) const RUN_COLUMNS: &str = "r.id, r.task_id, r.worker, r.lease_epoch, r.claimed_at, r.lease_expires_at, \
+pub(crate) const RUN_COLUMNS: &str =
+    "r.id, r.task_id, r.worker, r.lease_epoch, r.claimed_at, r.lease_expires_at, \
      r.heartbeat_at, r.finished_at, r.output, r.error, r.error_detail, r.completion_rows";
 
 pub(crate) const EFFECT_COLUMNS: &str = "id, run_id, task_id, lease_epoch, kind, idempotency_key, created_at";
@@ -114,7 +116,9 @@ pub(crate) fn cause_of(state: RunState, error: Option<&str>) -> Option<Cause> {
         RunState::Silent => Some(Cause::Silent),
         RunState::LostLease => Some(Cause::LostLease),
         RunState::EmptyOutput => Some(Cause::EmptyOutput),
-        RunState::Failed => Some(error.and_then(|e| e.parse::<ErrorCause>().ok()).unwrap_or(ErrorCause::Other).into()),
+        RunState::Failed => {
+            Some(error.and_then(|e| e.parse::<ErrorCause>().ok()).unwrap_or(ErrorCause::Other).into())
+        }
         RunState::Running | RunState::NoAction | RunState::Skip | RunState::Acted => None,
     }
 }

@@ -90,10 +90,19 @@ async fn state_sql_twin_agrees_with_rust(db: Db) {
     let now = t0();
     let task = insert_task(s.db(), "reply", "idempotent", now).await;
     let finished = [None, Some(now - Duration::seconds(5))];
-    let expiries = [now - Duration::milliseconds(1), now, now + Duration::milliseconds(1), now + Duration::minutes(1)];
+    let expiries =
+        [now - Duration::milliseconds(1), now, now + Duration::milliseconds(1), now + Duration::minutes(1)];
     let rows = [None, Some(0), Some(1)];
     let errors = [None, Some("timeout"), Some("crash")];
-    let outputs = [None, Some(""), Some("  \t\n"), Some("no action needed"), Some(" skip\n"), Some("Skip"), Some("sent reply")];
+    let outputs = [
+        None,
+        Some(""),
+        Some("  \t\n"),
+        Some("no action needed"),
+        Some(" skip\n"),
+        Some("Skip"),
+        Some("sent reply"),
+    ];
     let mut epoch = 0;
     for f in finished {
         for e in expiries {
@@ -157,8 +166,16 @@ async fn schema_rejects_what_the_contract_forbids(db: Db) {
     };
     assert!(dup.is_err(), "a second run under the same epoch is refused");
     let bad_status = match s.db() {
-        Db::Postgres(p) => sqlx::query("UPDATE tasks SET status = 'done' WHERE id = $1").bind(task).execute(p).await.map(|_| ()),
-        Db::Sqlite(p) => sqlx::query("UPDATE tasks SET status = 'done' WHERE id = $1").bind(task).execute(p).await.map(|_| ()),
+        Db::Postgres(p) => sqlx::query("UPDATE tasks SET status = 'done' WHERE id = $1")
+            .bind(task)
+            .execute(p)
+            .await
+            .map(|_| ()),
+        Db::Sqlite(p) => sqlx::query("UPDATE tasks SET status = 'done' WHERE id = $1")
+            .bind(task)
+            .execute(p)
+            .await
+            .map(|_| ()),
     };
     assert!(bad_status.is_err(), "status outside the vocabulary is refused");
     assert_eq!(scalar(s.db(), "SELECT COUNT(*) FROM runs", &[]).await, 1);
@@ -190,7 +207,11 @@ async fn effects_and_audit_read_back_in_order(db: Db) {
         .await;
     }
     let actions = s.task_actions(task).await.unwrap();
-    assert_eq!(actions.iter().map(|a| a.actor.as_str()).collect::<Vec<_>>(), vec!["op1", "op0"], "newest first");
+    assert_eq!(
+        actions.iter().map(|a| a.actor.as_str()).collect::<Vec<_>>(),
+        vec!["op1", "op0"],
+        "newest first"
+    );
 }
 
 macro_rules! conformance {
@@ -235,4 +256,3 @@ conformance!(
     schema_rejects_what_the_contract_forbids,
     effects_and_audit_read_back_in_order,
 );
-
