@@ -3,7 +3,11 @@
 //! and compiled to wasm unchanged.
 
 pub mod model;
+pub mod query;
 pub mod state;
+pub mod views;
 
 pub use model::*;
+pub use query::{Cursor, PageRequest, ParamError, RunFilter};
 pub use state::{run_state, trim_token, Cause, ErrorCause, RunFacts, RunState, Tokens, UnknownValue};
+pub use views::*;

@@ -1,0 +1,196 @@
+//! The answers the dashboard's pages and the JSON API are built from, and the per-task rules
+//! (double execution, needs compensation) that turn rows into "needs attention".
+
+use crate::model::{Effect, OperatorAction, Run, Task};
+use crate::state::{trim_token, Cause, RunState, Tokens};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A run in a list, with the task facts a list row shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunListItem {
+    #[serde(flatten)]
+    pub run: Run,
+    pub kind: String,
+    pub source: String,
+    pub safety: String,
+}
+
+/// One keyset page of runs, newest claim first; `next` is the cursor for the following page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunPage {
+    pub runs: Vec<RunListItem>,
+    pub next: Option<String>,
+}
+
+/// How many runs per failure cause match a filter (ignoring its own cause selection).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CauseFacets {
+    pub counts: Vec<(Cause, i64)>,
+}
+
+/// Counts over a time window for the overview.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overview {
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    pub by_state: Vec<(RunState, i64)>,
+    pub by_cause: Vec<(Cause, i64)>,
+    /// Runs per time bucket and state, oldest bucket first, for the small chart.
+    pub series: Vec<Bucket>,
+    pub attention: Attention,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub start: Option<DateTime<Utc>>,
+    pub counts: Vec<(RunState, i64)>,
+}
+
+/// What an on-call engineer must look at, each a link to the filtered list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attention {
+    /// Lost-lease completions of unsafe tasks in the window.
+    pub unsafe_lost_leases: i64,
+    /// Unsafe tasks executed twice and not marked compensated.
+    pub needs_compensation: i64,
+    /// Runs that never said how they ended (lease lapsed, unfinished).
+    pub silent_runs: i64,
+    /// Tasks that used all their attempts.
+    pub dead_tasks: i64,
+}
+
+/// A worker seen in a window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerSummary {
+    pub worker: String,
+    pub runs: i64,
+    pub failures: i64,
+    pub last_claim_at: Option<DateTime<Utc>>,
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    /// Tasks whose lease this worker holds now.
+    pub leases: Vec<HeldLease>,
+    /// True when it holds a lease that already expired (paused, hung, or dead without a word).
+    pub holds_lapsed_lease: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldLease {
+    pub task_id: i64,
+    pub lease_epoch: i64,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+}
+
+/// Everything the task page and `GET /api/v1/tasks/{id}` show.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskDetail {
+    #[serde(flatten)]
+    pub task: Task,
+    pub runs: Vec<Run>,
+    pub effects: Vec<Effect>,
+    pub double_execution: bool,
+    pub needs_compensation: bool,
+    pub audit: Vec<OperatorAction>,
+}
+
+/// A run that finished having acted: `acted`, or a lost lease whose discarded output was an
+/// action (not blank, not a token, no error).
+pub fn run_acted(run: &Run, tokens: &Tokens) -> bool {
+    match run.state {
+        RunState::Acted => true,
+        RunState::LostLease => {
+            let out = run.output.as_deref().map(trim_token).unwrap_or("");
+            run.error.is_none()
+                && !out.is_empty()
+                && out != trim_token(&tokens.no_action)
+                && out != trim_token(&tokens.skip)
+        }
+        _ => false,
+    }
+}
+
+/// Effects recorded under two or more lease epochs, or two or more runs that acted.
+pub fn double_execution(runs: &[Run], effects: &[Effect], tokens: &Tokens) -> bool {
+    let mut epochs: Vec<i64> = effects.iter().map(|e| e.lease_epoch).collect();
+    epochs.sort_unstable();
+    epochs.dedup();
+    epochs.len() >= 2 || runs.iter().filter(|r| run_acted(r, tokens)).count() >= 2
+}
+
+/// An unsafe task executed twice, not yet marked compensated.
+pub fn needs_compensation(task: &Task, double_execution: bool) -> bool {
+    task.safety == "unsafe" && double_execution && task.compensated_at.is_none()
+}
+
+impl TaskDetail {
+    /// Assembles the detail and decides the two flags from the rows.
+    pub fn new(
+        task: Task,
+        runs: Vec<Run>,
+        effects: Vec<Effect>,
+        audit: Vec<OperatorAction>,
+        tokens: &Tokens,
+    ) -> Self {
+        let double = double_execution(&runs, &effects, tokens);
+        let needs = needs_compensation(&task, double);
+        TaskDetail { task, runs, effects, double_execution: double, needs_compensation: needs, audit }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn run(epoch: i64, state: RunState, output: Option<&str>, error: Option<&str>) -> Run {
+        let t = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
+        Run {
+            id: epoch,
+            task_id: 1,
+            worker: format!("w{epoch}"),
+            lease_epoch: epoch,
+            claimed_at: t,
+            lease_expires_at: t,
+            heartbeat_at: None,
+            finished_at: Some(t),
+            output: output.map(str::to_string),
+            error: error.map(str::to_string),
+            error_detail: None,
+            completion_rows: Some(1),
+            state,
+            cause: None,
+        }
+    }
+
+    fn effect(epoch: i64) -> Effect {
+        Effect {
+            id: epoch,
+            run_id: epoch,
+            task_id: 1,
+            lease_epoch: epoch,
+            kind: "send".into(),
+            idempotency_key: "k".into(),
+            created_at: Utc.timestamp_opt(1_800_000_000, 0).unwrap(),
+        }
+    }
+
+    #[test]
+    fn double_execution_rules() {
+        let tk = Tokens::default();
+        use RunState::*;
+        // Effects under two epochs.
+        assert!(double_execution(&[], &[effect(1), effect(2)], &tk));
+        // Two effects under one epoch are one execution.
+        assert!(!double_execution(&[], &[effect(1), effect(1)], &tk));
+        // A lost lease that acted plus the accepted re-run.
+        let lost = run(1, LostLease, Some("sent reply"), None);
+        let acted = run(2, Acted, Some("sent reply"), None);
+        assert!(double_execution(&[lost.clone(), acted.clone()], &[], &tk));
+        // A lost lease whose output was a token did nothing visible.
+        let lost_quiet = run(1, LostLease, Some(" skip "), None);
+        assert!(!double_execution(&[lost_quiet, acted.clone()], &[], &tk));
+        // A lost lease carrying an error did not act.
+        let lost_err = run(1, LostLease, Some("x"), Some("timeout"));
+        assert!(!double_execution(&[lost_err, acted], &[], &tk));
+    }
+}
