@@ -44,7 +44,9 @@ export default defineConfig({
     { name: "no-js", use: { ...chromium, javaScriptEnabled: false }, grep: /@nojs/ },
   ],
   webServer: {
-    command: `${binary} serve --addr 127.0.0.1:${port}`,
+    // The demo fleet writes while the tests run: its scripted opening produces one run of each
+    // kind within seconds, so every page has something to show and live updates have a source.
+    command: `${binary} serve --addr 127.0.0.1:${port} --demo --seed 1 --lease 3s`,
     cwd: repoRoot,
     url: `${baseURL}/readyz`,
     timeout: 120_000,

@@ -1,7 +1,11 @@
 //! The HTML shell and the route table, nothing else.
 
 use crate::components::layout::Layout;
+use crate::pages::failures::FailuresPage;
 use crate::pages::overview::OverviewPage;
+use crate::pages::task::TaskPage;
+use crate::pages::timeline::TimelinePage;
+use crate::pages::workers::WorkersPage;
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::components::{Route, Router, Routes};
@@ -37,6 +41,10 @@ pub fn App() -> impl IntoView {
             <Layout>
                 <Routes fallback=|| view! { <section class="empty"><h1>"Not found"</h1><p>"No page here. "<a href="/">"Back to the overview"</a></p></section> }>
                     <Route path=path!("/") view=OverviewPage />
+                    <Route path=path!("/failures") view=FailuresPage />
+                    <Route path=path!("/tasks/:id") view=TaskPage />
+                    <Route path=path!("/workers") view=WorkersPage />
+                    <Route path=path!("/timeline") view=TimelinePage />
                 </Routes>
             </Layout>
         </Router>

@@ -25,7 +25,10 @@ test("the page hydrates: Refresh calls the server function and updates the page"
   expect(typeof body.runs).toBe("number");
 
   await expect(page.getByTestId("refresh-count")).toHaveText("refreshed once");
-  await expect(page.getByTestId("total-tasks")).toHaveText(String(body.tasks));
+  // The demo fleet keeps writing, so the page shows at least what the server function answered.
+  await expect
+    .poll(async () => Number(await page.getByTestId("total-tasks").textContent()))
+    .toBeGreaterThanOrEqual(body.tasks);
 });
 
 test("the theme toggle cycles and survives a reload", async ({ page }) => {

@@ -2,6 +2,10 @@
 //! call, and maps errors to a message fit for the page (details stay in the server log).
 
 pub mod overview;
+pub mod runs;
+pub mod tasks;
+pub mod timeline;
+pub mod workers;
 
 #[cfg(feature = "ssr")]
 pub(crate) mod ssr {
@@ -23,5 +27,10 @@ pub(crate) mod ssr {
         } else {
             ServerFnError::new("database error (see server log)")
         }
+    }
+
+    /// A URL query string (`a=1&b=2`, with or without the leading `?`) as decoded pairs.
+    pub fn query_pairs(query: &str) -> Vec<(String, String)> {
+        url::form_urlencoded::parse(query.trim_start_matches('?').as_bytes()).into_owned().collect()
     }
 }

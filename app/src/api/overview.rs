@@ -1,6 +1,6 @@
 //! What the overview page asks the server.
 
-use lastword_core::Totals;
+use lastword_core::{Overview, Totals};
 use leptos::prelude::*;
 
 /// Row totals of the contract tables.
@@ -8,4 +8,25 @@ use leptos::prelude::*;
 pub async fn get_totals() -> Result<Totals, ServerFnError> {
     let store = super::ssr::store()?;
     store.totals().await.map_err(super::ssr::store_error)
+}
+
+/// The windows the overview offers, as (URL value, label, bucket seconds).
+pub const WINDOWS: [(&str, &str, i64); 4] =
+    [("1h", "1 hour", 120), ("6h", "6 hours", 900), ("24h", "24 hours", 3600), ("7d", "7 days", 6 * 3600)];
+
+/// Counts per state and cause over the window (`1h`, `6h`, `24h`, `7d`), a series for the chart,
+/// and what needs attention.
+#[server(prefix = "/api/fn", endpoint = "overview")]
+pub async fn get_overview(window: String) -> Result<Overview, ServerFnError> {
+    let (_, _, bucket) = WINDOWS
+        .iter()
+        .find(|(w, _, _)| *w == window)
+        .ok_or_else(|| ServerFnError::new(format!("window: unknown value {window:?}")))?;
+    let age = lastword_core::query::parse_age(&window).ok_or_else(|| ServerFnError::new("window"))?;
+    let now = chrono::Utc::now();
+    let store = super::ssr::store()?;
+    store
+        .overview(now - age, now, chrono::Duration::seconds(*bucket), now)
+        .await
+        .map_err(super::ssr::store_error)
 }

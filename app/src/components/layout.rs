@@ -52,7 +52,14 @@ fn store_theme(theme: Theme) {
 
 #[component]
 pub fn Layout(children: Children) -> impl IntoView {
+    use crate::components::shortcuts::{install_shortcuts, ShortcutHelp};
+    use crate::components::time::provide_time_prefs;
+    use leptos_router::components::A;
+
     let theme = RwSignal::new(Theme::System);
+    let prefs = provide_time_prefs();
+    let help = RwSignal::new(false);
+    install_shortcuts(help, prefs.utc);
     // After hydration, pick up the operator's saved choice and persist changes.
     #[cfg(feature = "hydrate")]
     {
@@ -70,10 +77,23 @@ pub fn Layout(children: Children) -> impl IntoView {
 
     view! {
         <div class="app" data-theme=move || theme.get().as_str()>
+            <a class="skip-link" href="#content">"Skip to content"</a>
             <nav class="topnav" aria-label="Main">
-                <a class="brand" href="/">"lastword"</a>
-                <a href="/">"Overview"</a>
+                <A href="/" attr:class="brand">"lastword"</A>
+                <A href="/" exact=true>"Overview"</A>
+                <A href="/failures">"Failures"</A>
+                <A href="/timeline">"Timeline"</A>
+                <A href="/workers">"Workers"</A>
                 <span class="spacer"></span>
+                <button
+                    type="button"
+                    class="btn btn-quiet"
+                    data-testid="utc-toggle"
+                    title="Show times in UTC or local time (u)"
+                    on:click=move |_| prefs.utc.update(|u| *u = !*u)
+                >
+                    {move || if prefs.utc.get() { "UTC" } else { "Local time" }}
+                </button>
                 <button
                     type="button"
                     class="btn btn-quiet"
@@ -83,8 +103,12 @@ pub fn Layout(children: Children) -> impl IntoView {
                 >
                     {move || format!("Theme: {}", theme.get().as_str())}
                 </button>
+                <button type="button" class="btn btn-quiet" title="Keyboard shortcuts (?)" on:click=move |_| help.update(|h| *h = !*h)>
+                    "?"
+                </button>
             </nav>
-            <main>{children()}</main>
+            <main id="content">{children()}</main>
+            <ShortcutHelp open=help />
         </div>
     }
 }

@@ -1,25 +1,54 @@
-//! The landing page: what is in the database right now.
+//! The landing page: what state the fleet's runs are in over a window, and what needs attention.
 
-use crate::api::overview::get_totals;
+use crate::api::overview::{get_overview, get_totals, WINDOWS};
+use crate::components::badges::{cause_label, state_mark, StateBadge};
+use crate::pages::{error_view, live_version};
+use lastword_core::query::encode_component;
+use lastword_core::{Bucket, Overview, RunState};
 use leptos::prelude::*;
 use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
-    // Bumped by the refresh button; the resource refetches whenever it changes.
+    let query = use_query_map();
+    let window = Memo::new(move |_| {
+        let w = query.read().get("window").unwrap_or_else(|| "1h".to_string());
+        if WINDOWS.iter().any(|(v, _, _)| *v == w) {
+            w
+        } else {
+            "1h".to_string()
+        }
+    });
+    let live = live_version();
+    // Bumped by the refresh button; the resources refetch whenever it changes.
     let refreshes = RwSignal::new(0u32);
-    let totals = Resource::new(move || refreshes.get(), |_| get_totals());
+    let totals = Resource::new(move || (refreshes.get(), live.get()), |_| get_totals());
+    let overview = Resource::new(move || (window.get(), refreshes.get(), live.get()), |(w, _, _)| get_overview(w));
 
     view! {
         <Title text="Overview" />
         <section class="page">
             <header class="page-head">
                 <h1>"Overview"</h1>
-                <button
-                    type="button"
-                    class="btn"
-                    on:click=move |_| refreshes.update(|n| *n += 1)
-                >
+                <nav class="segmented" aria-label="Window">
+                    {WINDOWS
+                        .iter()
+                        .map(|(w, label, _)| {
+                            let w = *w;
+                            view! {
+                                <a
+                                    href=format!("/?window={w}")
+                                    aria-current=move || (window.get() == w).then_some("page")
+                                    title=format!("last {label}")
+                                >
+                                    {w}
+                                </a>
+                            }
+                        })
+                        .collect_view()}
+                </nav>
+                <button type="button" class="btn" on:click=move |_| refreshes.update(|n| *n += 1)>
                     "Refresh"
                 </button>
                 <span class="muted" data-testid="refresh-count">
@@ -30,6 +59,17 @@ pub fn OverviewPage() -> impl IntoView {
                     }}
                 </span>
             </header>
+            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || {
+                    overview
+                        .get()
+                        .map(|r| match r {
+                            Ok(o) => view! { <OverviewBody overview=o window=window.get_untracked() /> }.into_any(),
+                            Err(e) => error_view("the overview", e),
+                        })
+                }}
+            </Suspense>
+            <h2>"All time"</h2>
             <Suspense fallback=|| view! { <p class="muted">"Loading totals…"</p> }>
                 {move || {
                     totals
@@ -45,13 +85,151 @@ pub fn OverviewPage() -> impl IntoView {
                                 }
                                     .into_any()
                             }
-                            Err(e) => {
-                                view! { <p class="banner banner-error" role="alert">{format!("Could not load totals: {e}")}</p> }
-                                    .into_any()
-                            }
+                            Err(e) => error_view("totals", e),
                         })
                 }}
             </Suspense>
         </section>
+    }
+}
+
+#[component]
+fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
+    let since = format!("since={window}");
+    let a = overview.attention.clone();
+    let attention = [
+        (
+            "Lost-lease completions of unsafe tasks",
+            a.unsafe_lost_leases,
+            format!("/failures?cause=lost_lease&{since}"),
+            "attention-lost-lease",
+        ),
+        (
+            "Double executions awaiting compensation",
+            a.needs_compensation,
+            format!("/failures?cause=lost_lease&{since}"),
+            "attention-compensation",
+        ),
+        ("Silent runs", a.silent_runs, format!("/failures?cause=silent&{since}"), "attention-silent"),
+        ("Dead tasks", a.dead_tasks, format!("/failures?{since}"), "attention-dead"),
+    ];
+    let total: i64 = overview.by_state.iter().map(|(_, n)| n).sum();
+    view! {
+        <section aria-labelledby="attention-title" class="attention">
+            <h2 id="attention-title">"Needs attention"</h2>
+            <ul class="cards">
+                {attention
+                    .into_iter()
+                    .map(|(label, n, href, id)| {
+                        view! {
+                            <li class={if n > 0 { "card card-alert" } else { "card" }} data-testid=id>
+                                <a href=href>
+                                    <span class="card-n">{n}</span>
+                                    <span class="card-label">{label}</span>
+                                </a>
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+        </section>
+        <section aria-labelledby="states-title">
+            <h2 id="states-title">{format!("Runs by state ({total})")}</h2>
+            <ul class="state-counts" data-testid="state-counts">
+                {overview
+                    .by_state
+                    .iter()
+                    .map(|(state, n)| {
+                        let href = format!("/failures?state={}&{since}", state.as_str());
+                        view! {
+                            <li>
+                                <a href=href data-state=state.as_str()>
+                                    <StateBadge state=*state />
+                                    <span class="count">{*n}</span>
+                                </a>
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+            <Chart series=overview.series.clone() />
+        </section>
+        <section aria-labelledby="causes-title">
+            <h2 id="causes-title">"Failures by cause"</h2>
+            <table class="grid narrow">
+                <thead><tr><th scope="col">"Cause"</th><th scope="col" class="num">"Runs"</th></tr></thead>
+                <tbody>
+                    {overview
+                        .by_cause
+                        .iter()
+                        .map(|(cause, n)| {
+                            let href = format!("/failures?cause={}&{}", encode_component(cause.as_str()), since);
+                            view! {
+                                <tr>
+                                    <td><a href=href>{cause_label(*cause)}</a></td>
+                                    <td class="num">{*n}</td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </section>
+    }
+}
+
+/// Stacked bars of runs per bucket, failures on top so they catch the eye.
+#[component]
+fn Chart(series: Vec<Bucket>) -> impl IntoView {
+    const ORDER: [RunState; 8] = [
+        RunState::Acted,
+        RunState::NoAction,
+        RunState::Skip,
+        RunState::Running,
+        RunState::Failed,
+        RunState::EmptyOutput,
+        RunState::Silent,
+        RunState::LostLease,
+    ];
+    let max = series.iter().map(|b| b.counts.iter().map(|(_, n)| *n).sum::<i64>()).max().unwrap_or(0).max(1);
+    let width = 600.0;
+    let height = 120.0;
+    let n = series.len().max(1) as f64;
+    let bar = width / n;
+    let bars = series
+        .iter()
+        .enumerate()
+        .flat_map(|(i, b)| {
+            let mut y = height;
+            ORDER
+                .iter()
+                .filter_map(|s| {
+                    let count = b.counts.iter().find(|(st, _)| st == s).map(|(_, c)| *c).unwrap_or(0);
+                    (count > 0).then(|| {
+                        let h = count as f64 / max as f64 * height;
+                        y -= h;
+                        let title = format!(
+                            "{}: {} {}",
+                            b.start.map(|t| t.format("%H:%M UTC").to_string()).unwrap_or_default(),
+                            count,
+                            state_mark(*s).1
+                        );
+                        view! {
+                            <rect class=format!("bar state-{}", s.as_str()) x=i as f64 * bar + 1.0 y=y width=(bar - 2.0).max(1.0) height=h>
+                                <title>{title}</title>
+                            </rect>
+                        }
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect_view();
+    view! {
+        <figure class="chart">
+            <svg viewBox=format!("0 0 {width} {height}") preserveAspectRatio="none" role="img" aria-label="Runs over time by state">
+                {bars}
+            </svg>
+            <figcaption class="muted">{format!("Runs per bucket (max {max})")}</figcaption>
+        </figure>
     }
 }

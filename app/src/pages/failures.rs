@@ -1,0 +1,205 @@
+//! Failures: every run that did not end healthily, filterable by cause (several at once),
+//! worker, kind, source, time and text. The URL holds every filter, so a link pasted into chat
+//! opens the same view; the form works with JavaScript off (a plain GET).
+
+use crate::api::runs::{list_failures, RunsAnswer};
+use crate::components::badges::{cause_label, StateBadge};
+use crate::components::time::{human_duration, Time};
+use crate::pages::{error_view, live_version};
+use lastword_core::{Cause, CauseFacets, RunListItem, RunPage, RunState};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::components::Form;
+use leptos_router::hooks::use_query_map;
+
+const SINCE_CHOICES: [(&str, &str); 6] =
+    [("", "any time"), ("15m", "15 minutes"), ("1h", "1 hour"), ("6h", "6 hours"), ("24h", "24 hours"), ("7d", "7 days")];
+
+#[component]
+pub fn FailuresPage() -> impl IntoView {
+    let query = use_query_map();
+    let live = live_version();
+    let query_string = Memo::new(move |_| query.read().to_query_string());
+    // A live change refetches only the first page: a paged view stays put while you read it.
+    let live_key = move || if query.read().get("after").is_some() { 0 } else { live.get() };
+    let answer = Resource::new(move || (query_string.get(), live_key()), |(q, _)| list_failures(q));
+
+    let param = move |k: &str| query.read().get(k).unwrap_or_default();
+    let causes_selected = move || {
+        query.read().get_all("cause").unwrap_or_default().join(",").split(',').map(str::to_string).collect::<Vec<_>>()
+    };
+
+    view! {
+        <Title text="Failures" />
+        <section class="page">
+            <header class="page-head">
+                <h1>"Failures"</h1>
+                <a class="muted" href="/failures">"Clear filters"</a>
+            </header>
+            <Form method="GET" action="/failures" attr:class="filters" attr:aria-label="Filter failures">
+                <fieldset class="causes">
+                    <legend>"Cause"</legend>
+                    <Suspense fallback=|| ()>
+                        {move || {
+                            let facets = answer.get().and_then(|a| match a {
+                                Ok(RunsAnswer::Page { facets, .. }) => Some(facets),
+                                _ => None,
+                            });
+                            let selected = causes_selected();
+                            Cause::ALL
+                                .into_iter()
+                                .map(|c| {
+                                    let count = facets.as_ref().map(|f: &CauseFacets| {
+                                        f.counts.iter().find(|(fc, _)| *fc == c).map(|(_, n)| *n).unwrap_or(0)
+                                    });
+                                    view! {
+                                        <label class=format!("cause cause-{}", c.as_str())>
+                                            <input
+                                                type="checkbox"
+                                                name="cause"
+                                                value=c.as_str()
+                                                checked=selected.iter().any(|s| s == c.as_str())
+                                            />
+                                            {cause_label(c)}
+                                            {count.map(|n| view! { <span class="facet" data-facet=c.as_str()>{n}</span> })}
+                                        </label>
+                                    }
+                                })
+                                .collect_view()
+                        }}
+                    </Suspense>
+                </fieldset>
+                <label>
+                    "Text"
+                    <input type="search" name="q" value=move || param("q") placeholder="output, error…" data-filter-focus="" />
+                </label>
+                <label>"Worker" <input type="text" name="worker" value=move || param("worker") size="10" /></label>
+                <label>"Kind" <input type="text" name="kind" value=move || param("kind") size="12" /></label>
+                <label>
+                    "Source"
+                    <select name="source">
+                        {["", "notification", "tick"]
+                            .into_iter()
+                            .map(|s| {
+                                view! {
+                                    <option value=s selected=move || param("source") == s>
+                                        {if s.is_empty() { "any" } else { s }}
+                                    </option>
+                                }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label>
+                    "Since"
+                    <select name="since">
+                        {SINCE_CHOICES
+                            .into_iter()
+                            .map(|(v, label)| view! { <option value=v selected=move || param("since") == v>{label}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
+                <button type="submit" class="btn">"Apply"</button>
+            </Form>
+            <Suspense fallback=|| view! { <p class="muted">"Loading runs…"</p> }>
+                {move || {
+                    answer
+                        .get()
+                        .map(|a| match a {
+                            Ok(RunsAnswer::Page { page, .. }) => view! { <RunTable page=page /> }.into_any(),
+                            Ok(RunsAnswer::BadFilter(e)) => {
+                                view! { <p class="banner banner-error" role="alert" data-testid="bad-filter">{e.to_string()}</p> }
+                                    .into_any()
+                            }
+                            Err(e) => error_view("runs", e),
+                        })
+                }}
+            </Suspense>
+        </section>
+    }
+}
+
+#[component]
+fn RunTable(page: RunPage) -> impl IntoView {
+    let query = use_query_map();
+    let next_href = page.next.clone().map(|cursor| {
+        let mut q = query.get_untracked();
+        q.remove("after");
+        q.insert("after", cursor);
+        format!("/failures{}", q.to_query_string())
+    });
+    let newest_href = query.get_untracked().get("after").map(|_| {
+        let mut q = query.get_untracked();
+        q.remove("after");
+        format!("/failures{}", q.to_query_string())
+    });
+    if page.runs.is_empty() {
+        return view! {
+            <div class="empty" data-testid="no-runs">
+                <p>"No runs match these filters."</p>
+                <p class="muted">"Healthy runs end in a token or an action; failures show up here as they happen."</p>
+            </div>
+        }
+        .into_any();
+    }
+    view! {
+        <table class="grid runs" data-testid="runs">
+            <thead>
+                <tr>
+                    <th scope="col">"State"</th>
+                    <th scope="col">"Task"</th>
+                    <th scope="col">"Worker"</th>
+                    <th scope="col" class="num" title="lease epoch (fencing token)">"Epoch"</th>
+                    <th scope="col">"Claimed"</th>
+                    <th scope="col" class="num">"Took"</th>
+                    <th scope="col">"Output / error"</th>
+                </tr>
+            </thead>
+            <tbody>{page.runs.into_iter().map(|item| view! { <RunRow item=item /> }).collect_view()}</tbody>
+        </table>
+        <nav class="pager" aria-label="Pages">
+            {newest_href.map(|h| view! { <a href=h>"↑ Newest"</a> })}
+            {next_href.map(|h| view! { <a href=h rel="next" data-testid="next-page">"Next page →"</a> })}
+        </nav>
+    }
+    .into_any()
+}
+
+#[component]
+fn RunRow(item: RunListItem) -> impl IntoView {
+    let run = item.run;
+    let took = run.finished_at.map(|f| human_duration((f - run.claimed_at).num_seconds()));
+    let detail = match run.state {
+        RunState::LostLease => view! {
+            <span class="label">"discarded output: "</span>
+            <q>{run.output.clone().unwrap_or_default()}</q>
+        }
+        .into_any(),
+        RunState::EmptyOutput => view! { <span class="label">"∅ no output — the contract reserves empty for failure"</span> }.into_any(),
+        RunState::Silent => view! { <span class="label">"never reported an end; lease lapsed"</span> }.into_any(),
+        _ => {
+            let text = match (&run.error, &run.error_detail) {
+                (Some(e), Some(d)) => format!("{e}: {d}"),
+                (Some(e), None) => e.clone(),
+                _ => run.output.clone().unwrap_or_default(),
+            };
+            view! { <span>{text}</span> }.into_any()
+        }
+    };
+    view! {
+        <tr data-row="" class=format!("row-{}", run.state.as_str()) data-state=run.state.as_str()>
+            <td><StateBadge state=run.state cause=run.cause /></td>
+            <td>
+                <a href=format!("/tasks/{}", run.task_id)>{format!("#{}", run.task_id)}</a>
+                " "
+                <span class="muted">{item.kind}</span>
+                {(item.safety == "unsafe").then(|| view! { <span class="tag tag-unsafe" title="running it twice is not harmless">"unsafe"</span> })}
+            </td>
+            <td><a href=format!("/failures?worker={}", lastword_core::query::encode_component(&run.worker))>{run.worker.clone()}</a></td>
+            <td class="num">{run.lease_epoch}</td>
+            <td><Time t=run.claimed_at short=true /></td>
+            <td class="num">{took.unwrap_or_else(|| "—".to_string())}</td>
+            <td class="detail">{detail}</td>
+        </tr>
+    }
+}

@@ -1,0 +1,294 @@
+//! A task's story: its fields, the current lease, and every attempt on one timeline — who
+//! claimed it when, where a lease lapsed, who re-claimed it, where a late final write was
+//! rejected, when two workers both ran it, and the effects each run recorded.
+
+use crate::api::tasks::get_task;
+use crate::components::badges::StateBadge;
+use crate::components::time::{relative, use_time_prefs, Time};
+use crate::pages::{error_view, live_version};
+use chrono::{DateTime, Utc};
+use lastword_core::{Effect, Run, RunState, TaskDetail};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+#[component]
+pub fn TaskPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = Memo::new(move |_| params.read().get("id").and_then(|s| s.parse::<i64>().ok()));
+    let live = live_version();
+    let detail = Resource::new(move || (id.get(), live.get()), |(id, _)| async move {
+        match id {
+            Some(id) => get_task(id).await,
+            None => Ok(None),
+        }
+    });
+    view! {
+        <Title text=move || id.get().map(|i| format!("Task #{i}")).unwrap_or_else(|| "Task".into()) />
+        <section class="page">
+            <Suspense fallback=|| view! { <p class="muted">"Loading the task…"</p> }>
+                {move || {
+                    detail
+                        .get()
+                        .map(|r| match r {
+                            Ok(Some(d)) => view! { <TaskBody detail=d /> }.into_any(),
+                            Ok(None) => view! {
+                                <div class="empty">
+                                    <h1>"No such task"</h1>
+                                    <p>"It may have been deleted, or the id is wrong. "<a href="/failures">"Back to failures"</a></p>
+                                </div>
+                            }
+                            .into_any(),
+                            Err(e) => error_view("the task", e),
+                        })
+                }}
+            </Suspense>
+        </section>
+    }
+}
+
+#[component]
+fn TaskBody(detail: TaskDetail) -> impl IntoView {
+    let t = detail.task.clone();
+    let prefs = use_time_prefs();
+    let current_run = detail.runs.iter().find(|r| r.lease_epoch == t.lease_epoch).cloned();
+    let heartbeat = current_run.as_ref().and_then(|r| r.heartbeat_at.or(Some(r.claimed_at)));
+    let expires = t.lease_expires_at;
+    view! {
+        <header class="page-head">
+            <h1>{format!("Task #{}", t.id)}</h1>
+            <span class="muted">{t.kind.clone()}</span>
+            <span class=format!("tag status-{}", t.status)>{t.status.clone()}</span>
+            {(t.safety == "unsafe").then(|| view! { <span class="tag tag-unsafe">"unsafe"</span> })}
+            {detail.double_execution.then(|| view! { <span class="tag tag-double" data-testid="double-execution">"⧉ executed twice"</span> })}
+            {detail.needs_compensation.then(|| view! { <span class="tag tag-alert" data-testid="needs-compensation">"⚠ needs compensation"</span> })}
+        </header>
+        {t.compensated_at.map(|at| view! {
+            <p class="banner banner-ok" data-testid="compensated">
+                {format!("Compensated by {} ", t.compensated_by.clone().unwrap_or_default())}
+                <Time t=at />
+                {format!(": {}", t.compensation_reason.clone().unwrap_or_default())}
+                {t.compensation_ref.clone().map(|r| format!(" (ref {r})"))}
+            </p>
+        })}
+        <div class="two-col">
+            <dl class="facts">
+                <div><dt>"Source"</dt><dd>{t.source.clone()}</dd></div>
+                <div><dt>"Safety"</dt><dd>{t.safety.clone()}</dd></div>
+                <div><dt>"Attempts"</dt><dd>{format!("{} of {}", t.attempts, t.max_attempts)}</dd></div>
+                <div><dt>"Created"</dt><dd><Time t=t.created_at /></dd></div>
+                <div><dt>"Updated"</dt><dd><Time t=t.updated_at /></dd></div>
+                <div><dt>"Result"</dt><dd>{t.result.clone().unwrap_or_else(|| "—".into())}</dd></div>
+                <div><dt>"Payload"</dt><dd><code>{t.payload.to_string()}</code></dd></div>
+            </dl>
+            <section class="lease" aria-labelledby="lease-title" data-testid="lease">
+                <h2 id="lease-title">"Current lease"</h2>
+                {match t.owner.clone() {
+                    None => view! { <p class="muted">{format!("Not leased (epoch {}).", t.lease_epoch)}</p> }.into_any(),
+                    Some(owner) => view! {
+                        <dl class="facts">
+                            <div><dt>"Holder"</dt><dd><a href=format!("/failures?worker={owner}&state=running,silent")>{owner.clone()}</a></dd></div>
+                            <div><dt>"Epoch"</dt><dd title="fencing token">{t.lease_epoch}</dd></div>
+                            <div>
+                                <dt>"Expires"</dt>
+                                <dd data-testid="lease-countdown">
+                                    {move || match expires {
+                                        Some(e) if e > prefs.now.get() => format!("{} (live)", relative(e, prefs.now.get())),
+                                        Some(e) => format!("lapsed {}", relative(e, prefs.now.get())),
+                                        None => "—".into(),
+                                    }}
+                                </dd>
+                            </div>
+                            <div>
+                                <dt>"Last heartbeat"</dt>
+                                <dd>{move || heartbeat.map(|h| relative(h, prefs.now.get())).unwrap_or_else(|| "never".into())}</dd>
+                            </div>
+                        </dl>
+                    }
+                    .into_any(),
+                }}
+            </section>
+        </div>
+        <section aria-labelledby="story-title">
+            <h2 id="story-title">"Story"</h2>
+            <Story runs=detail.runs.clone() effects=detail.effects.clone() />
+        </section>
+        <section aria-labelledby="runs-title">
+            <h2 id="runs-title">{format!("Runs ({})", detail.runs.len())}</h2>
+            <table class="grid" data-testid="task-runs">
+                <thead><tr>
+                    <th scope="col">"Epoch"</th><th scope="col">"Worker"</th><th scope="col">"State"</th>
+                    <th scope="col">"Claimed"</th><th scope="col">"Finished"</th><th scope="col" title="rows matched by the final owner-guarded write">"Final write"</th>
+                    <th scope="col">"Output / error"</th>
+                </tr></thead>
+                <tbody>
+                    {detail.runs.iter().map(|r| {
+                        let write = match r.completion_rows { Some(0) => "rejected (0 rows)", Some(_) => "accepted", None => "—" };
+                        let text = match (&r.error, &r.error_detail) {
+                            (Some(e), Some(d)) => format!("{e}: {d}"),
+                            (Some(e), None) => e.clone(),
+                            _ => r.output.clone().unwrap_or_default(),
+                        };
+                        view! {
+                            <tr data-row="" class=format!("row-{}", r.state.as_str())>
+                                <td class="num">{r.lease_epoch}</td>
+                                <td><a href=format!("/failures?worker={}", r.worker)>{r.worker.clone()}</a></td>
+                                <td><StateBadge state=r.state cause=r.cause /></td>
+                                <td><Time t=r.claimed_at short=true /></td>
+                                <td>{r.finished_at.map(|f| view! { <Time t=f short=true /> })}</td>
+                                <td>{write}</td>
+                                <td class="detail">{text}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </section>
+        <section aria-labelledby="effects-title">
+            <h2 id="effects-title">{format!("Effects ({})", detail.effects.len())}</h2>
+            {if detail.effects.is_empty() {
+                view! { <p class="muted">"No side effects recorded."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="grid" data-testid="effects">
+                        <thead><tr><th scope="col">"Kind"</th><th scope="col">"Idempotency key"</th><th scope="col" title="the fencing token of the run that caused it">"Epoch"</th><th scope="col">"Run"</th><th scope="col">"At"</th></tr></thead>
+                        <tbody>
+                            {detail.effects.iter().map(|e| view! {
+                                <tr><td>{e.kind.clone()}</td><td><code>{e.idempotency_key.clone()}</code></td><td class="num">{e.lease_epoch}</td><td class="num">{e.run_id}</td><td><Time t=e.created_at short=true /></td></tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any()
+            }}
+        </section>
+        <section aria-labelledby="audit-title">
+            <h2 id="audit-title">"Audit trail"</h2>
+            {if detail.audit.is_empty() {
+                view! { <p class="muted">"No operator actions on this task."</p> }.into_any()
+            } else {
+                view! {
+                    <ul class="audit">
+                        {detail.audit.iter().map(|a| view! {
+                            <li><Time t=a.created_at />" "<strong>{a.actor.clone()}</strong>" "{a.action.clone()}" — "{a.reason.clone()}" "<span class="muted">{a.outcome.clone()}</span></li>
+                        }).collect_view()}
+                    </ul>
+                }.into_any()
+            }}
+        </section>
+    }
+}
+
+/// The attempts drawn on one time axis, a lane per run.
+#[component]
+fn Story(runs: Vec<Run>, effects: Vec<Effect>) -> impl IntoView {
+    if runs.is_empty() {
+        return view! { <p class="muted">"Never claimed yet."</p> }.into_any();
+    }
+    let now = Utc::now();
+    let end_of = |r: &Run| r.finished_at.unwrap_or(now.max(r.lease_expires_at));
+    let t0 = runs.iter().map(|r| r.claimed_at).min().unwrap_or(now);
+    let t1 = runs.iter().map(end_of).chain(effects.iter().map(|e| e.created_at)).max().unwrap_or(now);
+    let span = ((t1 - t0).num_milliseconds().max(1000)) as f64;
+    let (label_w, width, lane_h) = (150.0, 900.0, 28.0);
+    let x = move |t: DateTime<Utc>| label_w + (t - t0).num_milliseconds() as f64 / span * (width - label_w - 20.0);
+    let height = lane_h * runs.len() as f64 + 24.0;
+
+    // Windows in which two runs both ran: where double execution becomes possible.
+    let mut overlaps = Vec::new();
+    for (i, a) in runs.iter().enumerate() {
+        for b in runs.iter().skip(i + 1) {
+            let start = a.claimed_at.max(b.claimed_at);
+            let end = end_of(a).min(end_of(b));
+            if start < end {
+                overlaps.push((start, end));
+            }
+        }
+    }
+    let shaded = overlaps
+        .into_iter()
+        .map(|(s, e)| {
+            view! {
+                <rect class="overlap" x=x(s) y=0 width=(x(e) - x(s)).max(1.0) height=height - 20.0>
+                    <title>"two workers ran this task at once"</title>
+                </rect>
+            }
+        })
+        .collect_view();
+    let lanes = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let y = i as f64 * lane_h + 4.0;
+            let (x0, x1) = (x(r.claimed_at), x(end_of(r)));
+            let lapsed = r.finished_at.map(|f| r.lease_expires_at < f).unwrap_or(r.lease_expires_at < now);
+            let expiry = (r.lease_expires_at <= t1).then(|| {
+                let ex = x(r.lease_expires_at);
+                view! {
+                    <line class={if lapsed { "expiry lapsed" } else { "expiry" }} x1=ex x2=ex y1=y - 2.0 y2=y + lane_h - 6.0>
+                        <title>{if lapsed { "lease lapsed here" } else { "lease expiry" }}</title>
+                    </line>
+                }
+            });
+            let rejected = (r.state == RunState::LostLease).then(|| {
+                let fx = x(end_of(r));
+                view! {
+                    <text class="rejected" x=fx - 5.0 y=y + 17.0>"✕"<title>"final write rejected: the lease was lost"</title></text>
+                }
+            });
+            let run_effects = effects
+                .iter()
+                .filter(|e| e.run_id == r.id)
+                .map(|e| {
+                    view! {
+                        <circle class="effect" cx=x(e.created_at) cy=y + 11.0 r=5>
+                            <title>{format!("effect {} under epoch {} ({})", e.kind, e.lease_epoch, e.idempotency_key)}</title>
+                        </circle>
+                    }
+                })
+                .collect_view();
+            view! {
+                <g class=format!("lane state-{}", r.state.as_str()) data-epoch=r.lease_epoch>
+                    <text class="lane-label" x=4 y=y + 15.0>{format!("{} · epoch {}", r.worker, r.lease_epoch)}</text>
+                    <rect class=format!("bar state-{}", r.state.as_str()) x=x0 y=y width=(x1 - x0).max(2.0) height=lane_h - 8.0 rx=3>
+                        <title>{format!("{}: {}", r.worker, r.state.as_str())}</title>
+                    </rect>
+                    {expiry}
+                    {rejected}
+                    {run_effects}
+                </g>
+            }
+        })
+        .collect_view();
+    // Re-claims: a link from where a lease lapsed to the next claim.
+    let reclaims = runs
+        .windows(2)
+        .filter(|w| w[1].claimed_at >= w[0].lease_expires_at && w[0].finished_at.is_none_or(|f| f > w[1].claimed_at))
+        .enumerate()
+        .map(|(_, w)| {
+            let i = runs.iter().position(|r| r.id == w[0].id).unwrap_or(0) as f64;
+            let (ax, ay) = (x(w[0].lease_expires_at), i * lane_h + 15.0);
+            let (bx, by) = (x(w[1].claimed_at), (i + 1.0) * lane_h + 15.0);
+            view! {
+                <path class="reclaim" d=format!("M{ax},{ay} C{ax},{by} {bx},{ay} {bx},{by}")>
+                    <title>{format!("{} re-claimed after {}'s lease lapsed", w[1].worker, w[0].worker)}</title>
+                </path>
+            }
+        })
+        .collect_view();
+    view! {
+        <figure class="story" data-testid="story">
+            <svg viewBox=format!("0 0 {width} {height}") role="img" aria-label="Every attempt on one time axis">
+                {shaded}
+                {lanes}
+                {reclaims}
+                <text class="axis" x=label_w y=height - 4.0>{t0.format("%H:%M:%S UTC").to_string()}</text>
+                <text class="axis" x=width - 110.0 y=height - 4.0>{t1.format("%H:%M:%S UTC").to_string()}</text>
+            </svg>
+            <figcaption class="muted">
+                "Bars: runs from claim to finish. Tick: lease expiry (red when it lapsed before the run ended). "
+                "Curve: a re-claim. ✕: a final write rejected. Dots: effects. Shaded: two workers ran it at once."
+            </figcaption>
+        </figure>
+    }
+    .into_any()
+}
