@@ -1,8 +1,8 @@
-//! The route table: health, the dashboard pages (server-rendered by Leptos, with their server
-//! functions), and static files. Tests call [`router`] directly.
+//! The route table: health, metrics, the JSON API, the dashboard pages (server-rendered by
+//! Leptos, with their server functions), and static files. Tests call [`router`] directly.
 
-use crate::health;
 use crate::AppState;
+use crate::{api, health, metrics};
 use app::{shell, App};
 use axum::routing::get;
 use axum::Router;
@@ -17,6 +17,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::handler))
+        .nest("/api/v1", api::routes())
         .leptos_routes_with_context(
             &state,
             routes,

@@ -3,17 +3,28 @@
 use axum::extract::FromRef;
 use lastword_store::Store;
 use leptos::prelude::LeptosOptions;
+use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub leptos_options: LeptosOptions,
     pub store: Arc<dyn Store>,
+    /// Browsers connected to the live event stream (incremented and decremented by it), read
+    /// by `/metrics` as `lastword_live_clients`.
+    pub live_clients: Arc<AtomicI64>,
+    /// The `/metrics` reading of the store, refreshed at most every ten seconds.
+    pub metrics: Arc<crate::metrics::MetricsCache>,
 }
 
 impl AppState {
     pub fn new(leptos_options: LeptosOptions, store: Arc<dyn Store>) -> Self {
-        AppState { leptos_options, store }
+        AppState {
+            leptos_options,
+            store,
+            live_clients: Arc::new(AtomicI64::new(0)),
+            metrics: Arc::new(crate::metrics::MetricsCache::default()),
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 mod connect;
 mod error;
 mod postgres;
+mod queries;
 mod rows;
 mod shared;
 mod sqlite;

@@ -15,6 +15,18 @@ pub(crate) mod dialect {
         WHEN btrim(r.output, E' \\t\\n\\r\\x0B\\x0C') = $2 THEN 'no_action' \
         WHEN btrim(r.output, E' \\t\\n\\r\\x0B\\x0C') = $3 THEN 'skip' \
         ELSE 'acted' END";
+
+    /// The dashboard's queries in this dialect (see `crate::queries`).
+    pub(crate) const DIALECT: crate::queries::Dialect = crate::queries::Dialect {
+        state_sql: STATE_SQL,
+        trimmed_output: "btrim(r.output, E' \\t\\n\\r\\x0B\\x0C')",
+        ilike: "ILIKE",
+        bucket,
+    };
+
+    fn bucket(param: &str) -> String {
+        format!("floor(extract(epoch from r.claimed_at) / {param})::bigint")
+    }
 }
 
 pub struct PgStore {

@@ -2,7 +2,7 @@
 //! difference (JSON payload as jsonb vs text) is absorbed by `sqlx::types::Json`.
 
 use chrono::{DateTime, Utc};
-use lastword_core::{Cause, Effect, ErrorCause, OperatorAction, Run, RunState, Task};
+use lastword_core::{Cause, Effect, ErrorCause, OperatorAction, Run, RunListItem, RunState, Task};
 use sqlx::types::Json;
 
 pub(crate) const TASK_COLUMNS: &str =
@@ -107,6 +107,22 @@ impl From<RunRow> for Run {
             state,
             cause,
         }
+    }
+}
+
+/// A run row joined with the task facts a list row shows.
+#[derive(sqlx::FromRow)]
+pub(crate) struct RunListRow {
+    #[sqlx(flatten)]
+    run: RunRow,
+    kind: String,
+    source: String,
+    safety: String,
+}
+
+impl From<RunListRow> for RunListItem {
+    fn from(r: RunListRow) -> Self {
+        RunListItem { run: r.run.into(), kind: r.kind, source: r.source, safety: r.safety }
     }
 }
 

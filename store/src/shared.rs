@@ -132,6 +132,127 @@ macro_rules! impl_store {
                     sqlx::query_as(&sql).bind(task_id).fetch_all(&self.pool).await?;
                 Ok(rows.into_iter().map(Into::into).collect())
             }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn list_runs(
+                &self,
+                filter: &lastword_core::RunFilter,
+                page: &lastword_core::PageRequest,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<lastword_core::RunPage, $crate::StoreError> {
+                let buf = $crate::queries::list_runs(&dialect::DIALECT, filter, page, now, &self.tokens);
+                let query = sqlx::query_as::<_, $crate::rows::RunListRow>(&buf.sql);
+                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
+                let mut runs: Vec<lastword_core::RunListItem> = rows.into_iter().map(Into::into).collect();
+                let limit = page.limit.max(1) as usize;
+                let next = if runs.len() > limit {
+                    runs.truncate(limit);
+                    runs.last().map(|r| {
+                        lastword_core::Cursor { claimed_at: r.run.claimed_at, id: r.run.id }.encode()
+                    })
+                } else {
+                    None
+                };
+                Ok(lastword_core::RunPage { runs, next })
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn cause_facets(
+                &self,
+                filter: &lastword_core::RunFilter,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<lastword_core::CauseFacets, $crate::StoreError> {
+                let buf = $crate::queries::cause_facets(&dialect::DIALECT, filter, now, &self.tokens);
+                let query = sqlx::query_as::<_, $crate::queries::StateErrorCount>(&buf.sql);
+                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
+                let (_, counts) = $crate::queries::fold_state_error_counts(&rows);
+                Ok(lastword_core::CauseFacets { counts })
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn overview(
+                &self,
+                since: chrono::DateTime<chrono::Utc>,
+                until: chrono::DateTime<chrono::Utc>,
+                bucket: chrono::Duration,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<lastword_core::Overview, $crate::StoreError> {
+                let d = &dialect::DIALECT;
+                let buf = $crate::queries::overview_counts(d, since, until, now, &self.tokens);
+                let query = sqlx::query_as::<_, $crate::queries::StateErrorCount>(&buf.sql);
+                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
+                let (by_state, by_cause) = $crate::queries::fold_state_error_counts(&rows);
+
+                let bucket_secs = bucket.num_seconds().max(1);
+                let buf = $crate::queries::overview_series(d, since, until, bucket_secs, now, &self.tokens);
+                let query = sqlx::query_as::<_, (i64, String, i64)>(&buf.sql);
+                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
+                let series = $crate::queries::fold_series(&rows, since, until, bucket_secs);
+
+                let buf = $crate::queries::attention(d, since, until, now, &self.tokens);
+                let query = sqlx::query_as::<_, (i64, i64, i64, i64)>(&buf.sql);
+                let (unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks) =
+                    $crate::queries::bind_values!(query, &buf.args).fetch_one(&self.pool).await?;
+                Ok(lastword_core::Overview {
+                    since: Some(since),
+                    until: Some(until),
+                    by_state,
+                    by_cause,
+                    series,
+                    attention: lastword_core::Attention {
+                        unsafe_lost_leases,
+                        needs_compensation,
+                        silent_runs,
+                        dead_tasks,
+                    },
+                })
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn workers(
+                &self,
+                since: chrono::DateTime<chrono::Utc>,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Vec<lastword_core::WorkerSummary>, $crate::StoreError> {
+                let buf = $crate::queries::worker_activity(&dialect::DIALECT, since, now, &self.tokens);
+                let query = sqlx::query_as::<_, $crate::queries::ActivityRow>(&buf.sql);
+                let activity = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
+                let leases: Vec<$crate::queries::LeaseRow> =
+                    sqlx::query_as($crate::queries::HELD_LEASES).fetch_all(&self.pool).await?;
+                Ok($crate::queries::fold_workers(activity, leases, now))
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn timeline(
+                &self,
+                since: chrono::DateTime<chrono::Utc>,
+                until: chrono::DateTime<chrono::Utc>,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Vec<lastword_core::RunListItem>, $crate::StoreError> {
+                let buf = $crate::queries::timeline(&dialect::DIALECT, since, until, now, &self.tokens);
+                let query = sqlx::query_as::<_, $crate::rows::RunListRow>(&buf.sql);
+                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
+                let mut runs: Vec<lastword_core::RunListItem> = rows.into_iter().map(Into::into).collect();
+                runs.sort_by(|a, b| {
+                    (&a.run.worker, a.run.claimed_at, a.run.id).cmp(&(&b.run.worker, b.run.claimed_at, b.run.id))
+                });
+                Ok(runs)
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn task_detail(
+                &self,
+                id: i64,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<lastword_core::TaskDetail>, $crate::StoreError> {
+                let Some(task) = $crate::Store::task(self, id).await? else {
+                    return Ok(None);
+                };
+                let runs = $crate::Store::task_runs(self, id, now).await?;
+                let effects = $crate::Store::task_effects(self, id).await?;
+                let audit = $crate::Store::task_actions(self, id).await?;
+                Ok(Some(lastword_core::TaskDetail::new(task, runs, effects, audit, &self.tokens)))
+            }
         }
     };
 }

@@ -16,6 +16,20 @@ pub(crate) mod dialect {
         WHEN trim(r.output, char(32, 9, 10, 13, 11, 12)) = $2 THEN 'no_action' \
         WHEN trim(r.output, char(32, 9, 10, 13, 11, 12)) = $3 THEN 'skip' \
         ELSE 'acted' END";
+
+    /// The dashboard's queries in this dialect (see `crate::queries`). SQLite's `LIKE` is
+    /// already case-insensitive for ASCII (not beyond it, unlike PostgreSQL's `ILIKE`).
+    pub(crate) const DIALECT: crate::queries::Dialect = crate::queries::Dialect {
+        state_sql: STATE_SQL,
+        trimmed_output: "trim(r.output, char(32, 9, 10, 13, 11, 12))",
+        ilike: "LIKE",
+        bucket,
+    };
+
+    /// `unixepoch` reads the RFC 3339 text (fraction and `+00:00` included); SQLite ≥ 3.38.
+    fn bucket(param: &str) -> String {
+        format!("(unixepoch(r.claimed_at) / {param})")
+    }
 }
 
 pub struct SqliteStore {

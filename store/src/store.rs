@@ -4,7 +4,10 @@
 use crate::{Backend, Db, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use lastword_core::{Effect, OperatorAction, Run, Task, Tokens, Totals};
+use lastword_core::{
+    CauseFacets, Effect, OperatorAction, Overview, PageRequest, Run, RunFilter, RunListItem, RunPage, Task,
+    TaskDetail, Tokens, Totals, WorkerSummary,
+};
 
 /// Is the database usable: reachable, and every embedded migration applied?
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,4 +55,42 @@ pub trait Store: Send + Sync + 'static {
     async fn task_effects(&self, task_id: i64) -> Result<Vec<Effect>, StoreError>;
     /// The audit trail of a task, newest first.
     async fn task_actions(&self, task_id: i64) -> Result<Vec<OperatorAction>, StoreError>;
+
+    /// One keyset page of runs matching `filter`, newest claim first (`claimed_at DESC, id
+    /// DESC`), states decided as of `now`. `next` is set when more rows follow.
+    async fn list_runs(
+        &self,
+        filter: &RunFilter,
+        page: &PageRequest,
+        now: DateTime<Utc>,
+    ) -> Result<RunPage, StoreError>;
+    /// Failure runs per cause for `filter` with its own `states` and `causes` ignored: what each
+    /// cause checkbox would give. Every cause is listed, in `Cause::ALL` order, zeros included.
+    async fn cause_facets(&self, filter: &RunFilter, now: DateTime<Utc>) -> Result<CauseFacets, StoreError>;
+    /// Counts per state and per cause of the runs claimed in `[since, until)`, a series of
+    /// `bucket`-long buckets aligned to the Unix epoch (whole seconds, at least one), and what
+    /// needs attention in that window.
+    async fn overview(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        bucket: chrono::Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Overview, StoreError>;
+    /// Every worker with a run claimed since `since` or holding a lease now, by name.
+    async fn workers(
+        &self,
+        since: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<WorkerSummary>, StoreError>;
+    /// Runs whose bar overlaps `[since, until]` (an unfinished run lasts until its lease
+    /// expiry), the newest 5000 at most, ordered by worker then claim.
+    async fn timeline(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<RunListItem>, StoreError>;
+    /// A task with its runs, effects, audit trail and double-execution flags.
+    async fn task_detail(&self, id: i64, now: DateTime<Utc>) -> Result<Option<TaskDetail>, StoreError>;
 }

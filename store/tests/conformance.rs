@@ -3,7 +3,10 @@
 //! that differs between the backends is a bug in one of them.
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use lastword_core::{run_state, Cause, RunState, Tokens};
+use lastword_core::{
+    run_state, Attention, Cause, Cursor, HeldLease, PageRequest, RunFacts, RunFilter, RunListItem, RunState,
+    Source, Tokens,
+};
 use lastword_store::testing::{exec, insert_task, scalar, Arg};
 use lastword_store::{store_for, Db, Store};
 use std::sync::Arc;
@@ -214,6 +217,593 @@ async fn effects_and_audit_read_back_in_order(db: Db) {
     );
 }
 
+// ---- The dashboard's queries.
+
+/// A `runs` row to insert, with defaults for an accepted run that acted 5 s after its claim.
+#[derive(Clone, Debug)]
+struct RunRow<'a> {
+    task: i64,
+    epoch: i64,
+    worker: &'a str,
+    claimed: DateTime<Utc>,
+    expires: DateTime<Utc>,
+    heartbeat: Option<DateTime<Utc>>,
+    finished: Option<DateTime<Utc>>,
+    rows: Option<i64>,
+    error: Option<&'a str>,
+    detail: Option<&'a str>,
+    output: Option<&'a str>,
+}
+
+impl<'a> RunRow<'a> {
+    fn new(task: i64, epoch: i64, worker: &'a str, claimed: DateTime<Utc>) -> Self {
+        RunRow {
+            task,
+            epoch,
+            worker,
+            claimed,
+            expires: claimed + Duration::seconds(30),
+            heartbeat: None,
+            finished: Some(claimed + Duration::seconds(5)),
+            rows: Some(1),
+            error: None,
+            detail: None,
+            output: Some("sent reply"),
+        }
+    }
+
+    fn unfinished(mut self, expires: DateTime<Utc>) -> Self {
+        self.finished = None;
+        self.rows = None;
+        self.output = None;
+        self.expires = expires;
+        self
+    }
+
+    fn failed(mut self, error: &'a str) -> Self {
+        self.error = Some(error);
+        self.output = None;
+        self
+    }
+
+    fn output(mut self, output: Option<&'a str>) -> Self {
+        self.output = output;
+        self
+    }
+
+    fn lost(mut self) -> Self {
+        self.rows = Some(0);
+        self
+    }
+
+    async fn insert(&self, db: &Db) -> i64 {
+        scalar(
+            db,
+            "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at, heartbeat_at, \
+             finished_at, completion_rows, error, error_detail, output) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+            &[
+                self.task.into(),
+                self.worker.into(),
+                self.epoch.into(),
+                self.claimed.into(),
+                self.expires.into(),
+                self.heartbeat.into(),
+                self.finished.into(),
+                Arg::I64(self.rows),
+                self.error.into(),
+                self.detail.into(),
+                self.output.into(),
+            ],
+        )
+        .await
+    }
+}
+
+async fn new_task(db: &Db, kind: &str, source: &str, safety: &str, now: DateTime<Utc>) -> i64 {
+    scalar(
+        db,
+        "INSERT INTO tasks (kind, source, safety, payload, created_at, updated_at) \
+         VALUES ($1, $2, $3, '{}', $4, $4) RETURNING id",
+        &[kind.into(), source.into(), safety.into(), now.into()],
+    )
+    .await
+}
+
+async fn add_effect(db: &Db, run: i64, task: i64, epoch: i64, at: DateTime<Utc>) {
+    exec(
+        db,
+        "INSERT INTO effects (run_id, task_id, lease_epoch, kind, idempotency_key, created_at) \
+         VALUES ($1, $2, $3, 'send', 'k', $4)",
+        &[run.into(), task.into(), epoch.into(), at.into()],
+    )
+    .await;
+}
+
+/// Follows `next` until it is null; panics on a loop.
+async fn all_pages(s: &dyn Store, filter: &RunFilter, limit: u32, now: DateTime<Utc>) -> Vec<RunListItem> {
+    let mut page = PageRequest { limit, after: None };
+    let mut out = Vec::new();
+    for _ in 0..10_000 {
+        let p = s.list_runs(filter, &page, now).await.unwrap();
+        assert!(p.runs.len() <= limit as usize);
+        out.extend(p.runs);
+        match p.next {
+            None => return out,
+            Some(next) => page.after = Some(Cursor::decode(&next).expect("next is a valid cursor")),
+        }
+    }
+    panic!("pagination did not end");
+}
+
+fn ids(runs: &[RunListItem]) -> Vec<i64> {
+    runs.iter().map(|r| r.run.id).collect()
+}
+
+/// Runs over every combination of the deciding columns (as in `state_sql_twin_agrees_with_rust`),
+/// spread over claim times; returns their ids with the state and cause the Rust twin decides.
+async fn every_kind_of_run(s: &dyn Store, now: DateTime<Utc>) -> Vec<(i64, RunState, Option<Cause>)> {
+    let task = insert_task(s.db(), "reply", "idempotent", now).await;
+    let finished = [None, Some(now - Duration::seconds(5))];
+    let expiries = [now - Duration::milliseconds(1), now, now + Duration::minutes(1)];
+    let rows = [None, Some(0), Some(1)];
+    let errors = [None, Some("timeout"), Some("other"), Some("api_error")];
+    let outputs = [None, Some(" \t\n"), Some("no action needed"), Some(" skip\n"), Some("sent reply")];
+    let mut expected = Vec::new();
+    let mut epoch = 0;
+    for f in finished {
+        for e in expiries {
+            for r in rows {
+                for err in errors {
+                    for o in outputs {
+                        epoch += 1;
+                        // A few ties on claimed_at on purpose.
+                        let claimed = now - Duration::seconds(60 + epoch / 3);
+                        let row = RunRow {
+                            expires: e,
+                            finished: f,
+                            rows: r,
+                            error: err,
+                            output: o,
+                            ..RunRow::new(task, epoch, "w", claimed)
+                        };
+                        let id = row.insert(s.db()).await;
+                        let facts = RunFacts {
+                            finished_at: f,
+                            lease_expires_at: e,
+                            completion_rows: r.map(|r| r as i32),
+                            error: err,
+                            output: o,
+                        };
+                        let (state, cause) = run_state(&facts, now, s.tokens());
+                        expected.push((id, state, cause));
+                    }
+                }
+            }
+        }
+    }
+    expected
+}
+
+/// Filtering by each state and each cause (sargable predicates in SQL) selects exactly the runs
+/// the state function puts there; several at once select the union.
+async fn state_and_cause_filters_agree_with_the_twin(db: Db) {
+    let s = store(db);
+    let now = t0();
+    let expected = every_kind_of_run(s.as_ref(), now).await;
+    let sorted = |mut v: Vec<i64>| {
+        v.sort_unstable();
+        v
+    };
+    for state in RunState::ALL {
+        let filter = RunFilter { states: vec![state], ..RunFilter::default() };
+        let got = sorted(ids(&all_pages(s.as_ref(), &filter, 500, now).await));
+        let want = sorted(expected.iter().filter(|(_, st, _)| *st == state).map(|(id, _, _)| *id).collect());
+        assert!(!want.is_empty(), "{state} exercised");
+        assert_eq!(got, want, "state {state}");
+    }
+    for cause in Cause::ALL {
+        let filter = RunFilter { causes: vec![cause], ..RunFilter::default() };
+        let page = all_pages(s.as_ref(), &filter, 500, now).await;
+        assert!(page.iter().all(|r| r.run.cause == Some(cause)), "{cause}: every row carries the cause");
+        let got = sorted(ids(&page));
+        let want =
+            sorted(expected.iter().filter(|(_, _, c)| *c == Some(cause)).map(|(id, _, _)| *id).collect());
+        if cause != Cause::Crash && cause != Cause::ContextOverflow {
+            assert!(!want.is_empty(), "{cause} exercised");
+        }
+        assert_eq!(got, want, "cause {cause}");
+    }
+    // Several states: the union. States and causes: the intersection.
+    let filter = RunFilter { states: vec![RunState::Skip, RunState::Silent], ..RunFilter::default() };
+    let got = sorted(ids(&all_pages(s.as_ref(), &filter, 500, now).await));
+    let want = sorted(
+        expected
+            .iter()
+            .filter(|(_, st, _)| matches!(st, RunState::Skip | RunState::Silent))
+            .map(|(id, _, _)| *id)
+            .collect(),
+    );
+    assert_eq!(got, want);
+    let filter = RunFilter {
+        states: vec![RunState::Failed, RunState::LostLease],
+        causes: vec![Cause::Timeout, Cause::Silent],
+        ..RunFilter::default()
+    };
+    let got = sorted(ids(&all_pages(s.as_ref(), &filter, 500, now).await));
+    let want = sorted(
+        expected.iter().filter(|(_, _, c)| *c == Some(Cause::Timeout)).map(|(id, _, _)| *id).collect(),
+    );
+    assert_eq!(got, want);
+}
+
+async fn state_filters_use_the_configured_tokens(db: Db) {
+    let s = store_for(db, Tokens { no_action: " NOOP ".into(), skip: "idle".into() });
+    let now = t0();
+    let task = insert_task(s.db(), "reply", "idempotent", now).await;
+    let noop = RunRow::new(task, 1, "w", now).output(Some("NOOP")).insert(s.db()).await;
+    let idle = RunRow::new(task, 2, "w", now).output(Some("idle\n")).insert(s.db()).await;
+    let skip = RunRow::new(task, 3, "w", now).output(Some("skip")).insert(s.db()).await;
+    for (state, id) in [(RunState::NoAction, noop), (RunState::Skip, idle), (RunState::Acted, skip)] {
+        let filter = RunFilter { states: vec![state], ..RunFilter::default() };
+        assert_eq!(ids(&all_pages(s.as_ref(), &filter, 10, now).await), vec![id], "{state}");
+    }
+}
+
+/// Newest first by (claimed_at, id); following `next` visits every run exactly once even when
+/// many share a claim time and a page boundary falls inside a tie; no empty last page.
+async fn keyset_pagination_visits_every_run_once(db: Db) {
+    let s = store(db);
+    let now = t0();
+    let a = insert_task(s.db(), "reply", "idempotent", now).await;
+    let b = insert_task(s.db(), "digest", "idempotent", now).await;
+    let mut all = Vec::new();
+    for epoch in 1..=20 {
+        // Five distinct claim times, four runs each (two tasks, interleaved ids).
+        let claimed = now - Duration::milliseconds(250 * (epoch % 5));
+        for task in [a, b] {
+            let id = RunRow::new(task, epoch, "w", claimed).insert(s.db()).await;
+            all.push((claimed, id));
+        }
+    }
+    all.sort_by(|x, y| y.cmp(x));
+    let want: Vec<i64> = all.iter().map(|(_, id)| *id).collect();
+    for limit in [1, 3, 4, 7, 40, 41, 500] {
+        let got = ids(&all_pages(s.as_ref(), &RunFilter::default(), limit, now).await);
+        assert_eq!(got, want, "limit {limit}");
+    }
+    // Exactly one full page: no cursor to an empty page.
+    let page =
+        s.list_runs(&RunFilter::default(), &PageRequest { limit: 40, after: None }, now).await.unwrap();
+    assert_eq!((page.runs.len(), page.next), (40, None));
+    let page =
+        s.list_runs(&RunFilter::default(), &PageRequest { limit: 39, after: None }, now).await.unwrap();
+    let next = Cursor::decode(page.next.as_deref().expect("one more row")).unwrap();
+    assert_eq!(next.id, page.runs[38].run.id);
+    // Rows carry the task facts.
+    assert!(page.runs.iter().all(|r| r.source == "notification" && r.safety == "idempotent"));
+    assert!(page.runs.iter().any(|r| r.kind == "digest"));
+}
+
+async fn filters_narrow_by_worker_kind_source_task_time_and_text(db: Db) {
+    let s = store(db);
+    let now = t0();
+    let reply = new_task(s.db(), "reply", "notification", "unsafe", now).await;
+    let digest = new_task(s.db(), "digest", "tick", "idempotent", now).await;
+    let at = |m: i64| now - Duration::minutes(m);
+    let r_percent = RunRow::new(reply, 1, "w1", at(50)).output(Some("gave 50% off")).insert(s.db()).await;
+    let r_500 = RunRow::new(reply, 2, "w2", at(40)).output(Some("gave 500 off")).insert(s.db()).await;
+    let r_under = RunRow::new(reply, 3, "w1", at(30)).output(Some("a_b")).insert(s.db()).await;
+    let r_axb = RunRow::new(digest, 1, "w2", at(20)).output(Some("AXB")).insert(s.db()).await;
+    let r_detail = RunRow { detail: Some("Rate LIMIT hit\\retry"), ..RunRow::new(digest, 2, "w1", at(10)) }
+        .failed("api_error")
+        .insert(s.db())
+        .await;
+    let query = |f: RunFilter| {
+        let s = s.clone();
+        async move {
+            let mut got = ids(&all_pages(s.as_ref(), &f, 2, now).await);
+            got.sort_unstable();
+            got
+        }
+    };
+    let f = RunFilter::default;
+    assert_eq!(
+        query(RunFilter { worker: Some("w1".into()), ..f() }).await,
+        vec![r_percent, r_under, r_detail]
+    );
+    assert_eq!(query(RunFilter { kind: Some("digest".into()), ..f() }).await, vec![r_axb, r_detail]);
+    assert_eq!(
+        query(RunFilter { source: Some(Source::Notification), ..f() }).await,
+        vec![r_percent, r_500, r_under]
+    );
+    assert_eq!(query(RunFilter { task_id: Some(digest), ..f() }).await, vec![r_axb, r_detail]);
+    // since inclusive, until exclusive.
+    assert_eq!(
+        query(RunFilter { since: Some(at(40)), until: Some(at(20)), ..f() }).await,
+        vec![r_500, r_under]
+    );
+    // Text: case-insensitive, over output, error and detail; % _ \ taken literally.
+    assert_eq!(query(RunFilter { q: Some("50%".into()), ..f() }).await, vec![r_percent]);
+    assert_eq!(query(RunFilter { q: Some("a_b".into()), ..f() }).await, vec![r_under]);
+    assert_eq!(query(RunFilter { q: Some("axb".into()), ..f() }).await, vec![r_axb]);
+    assert_eq!(query(RunFilter { q: Some("rate limit".into()), ..f() }).await, vec![r_detail]);
+    assert_eq!(query(RunFilter { q: Some("API_ERR".into()), ..f() }).await, vec![r_detail]);
+    assert_eq!(query(RunFilter { q: Some("hit\\retry".into()), ..f() }).await, vec![r_detail]);
+    assert_eq!(query(RunFilter { q: Some("%".into()), ..f() }).await, vec![r_percent]);
+    // Everything at once.
+    let all = RunFilter {
+        worker: Some("w1".into()),
+        kind: Some("reply".into()),
+        source: Some(Source::Notification),
+        task_id: Some(reply),
+        since: Some(at(60)),
+        until: Some(now),
+        q: Some("OFF".into()),
+        states: vec![RunState::Acted],
+        causes: vec![],
+    };
+    assert_eq!(query(all).await, vec![r_percent]);
+}
+
+/// Facets count failures per cause for the filter with its own states and causes ignored; each
+/// count is what the list gives for that cause, and they sum to the failures.
+async fn cause_facets_count_what_each_cause_would_list(db: Db) {
+    let s = store(db);
+    let now = t0();
+    let expected = every_kind_of_run(s.as_ref(), now).await;
+    let other_task = insert_task(s.db(), "digest", "idempotent", now).await;
+    RunRow::new(other_task, 1, "w9", now).failed("crash").insert(s.db()).await;
+    let facets = s.cause_facets(&RunFilter::default(), now).await.unwrap();
+    assert_eq!(facets.counts.iter().map(|(c, _)| *c).collect::<Vec<_>>(), Cause::ALL.to_vec());
+    for (cause, n) in &facets.counts {
+        let filter = RunFilter { causes: vec![*cause], ..RunFilter::default() };
+        let listed = all_pages(s.as_ref(), &filter, 500, now).await.len() as i64;
+        assert_eq!(*n, listed, "{cause}");
+    }
+    let failures = expected.iter().filter(|(_, st, _)| st.is_failure()).count() as i64 + 1;
+    assert_eq!(facets.counts.iter().map(|(_, n)| n).sum::<i64>(), failures);
+    // The filter's own selection does not change its facets.
+    let selected =
+        RunFilter { causes: vec![Cause::Timeout], states: vec![RunState::Acted], ..RunFilter::default() };
+    assert_eq!(s.cause_facets(&selected, now).await.unwrap(), facets);
+    // Other filters do.
+    let narrowed = s
+        .cause_facets(
+            &RunFilter { worker: Some("w9".into()), kind: Some("digest".into()), ..RunFilter::default() },
+            now,
+        )
+        .await
+        .unwrap();
+    let nonzero: Vec<_> = narrowed.counts.iter().filter(|(_, n)| *n > 0).cloned().collect();
+    assert_eq!(nonzero, vec![(Cause::Crash, 1)]);
+}
+
+async fn overview_counts_the_window_and_what_needs_attention(db: Db) {
+    let s = store(db);
+    let since = t0();
+    let until = since + Duration::hours(1);
+    let now = until;
+    let at = |m: i64| since + Duration::minutes(m);
+    let db = s.db();
+    // Before the window: not counted.
+    let old = new_task(db, "reply", "notification", "unsafe", at(-90)).await;
+    RunRow::new(old, 1, "w1", at(-90)).lost().insert(db).await;
+    RunRow::new(old, 2, "w2", at(-80)).insert(db).await;
+    // An unsafe task executed twice: a lost lease that acted, then the accepted re-run.
+    let twice = new_task(db, "reply", "notification", "unsafe", at(1)).await;
+    RunRow::new(twice, 1, "w1", at(1)).lost().insert(db).await;
+    RunRow::new(twice, 2, "w2", at(2)).insert(db).await;
+    // The same, compensated: not in need.
+    let done = new_task(db, "reply", "notification", "unsafe", at(1)).await;
+    RunRow::new(done, 1, "w1", at(3)).lost().insert(db).await;
+    RunRow::new(done, 2, "w2", at(4)).insert(db).await;
+    exec(db, "UPDATE tasks SET compensated_at = $1 WHERE id = $2", &[at(30).into(), done.into()]).await;
+    // Idempotent and executed twice: harmless.
+    let idem = new_task(db, "reply", "notification", "idempotent", at(1)).await;
+    RunRow::new(idem, 1, "w1", at(5)).insert(db).await;
+    RunRow::new(idem, 2, "w2", at(6)).insert(db).await;
+    // Unsafe, effects under two epochs though neither run's output says it acted.
+    let fx = new_task(db, "charge", "notification", "unsafe", at(1)).await;
+    let r1 = RunRow::new(fx, 1, "w1", at(12)).failed("timeout").insert(db).await;
+    let r2 = RunRow::new(fx, 2, "w2", at(13)).output(Some("skip")).insert(db).await;
+    add_effect(db, r1, fx, 1, at(12)).await;
+    add_effect(db, r2, fx, 2, at(13)).await;
+    // Unsafe lost lease whose output was a token: a lost lease, but no double execution.
+    let quiet = new_task(db, "reply", "notification", "unsafe", at(1)).await;
+    RunRow::new(quiet, 1, "w1", at(25)).lost().output(Some("no action needed")).insert(db).await;
+    // Silent, empty output, and a dead task.
+    let misc = new_task(db, "digest", "tick", "idempotent", at(1)).await;
+    RunRow::new(misc, 1, "w3", at(41)).unfinished(at(42)).insert(db).await;
+    RunRow::new(misc, 2, "w3", at(50)).output(Some("  ")).insert(db).await;
+    RunRow::new(misc, 3, "w3", at(59)).unfinished(now + Duration::minutes(1)).insert(db).await;
+    exec(
+        db,
+        "UPDATE tasks SET status = 'dead', updated_at = $1 WHERE id = $2",
+        &[at(45).into(), misc.into()],
+    )
+    .await;
+    exec(
+        db,
+        "UPDATE tasks SET status = 'dead', updated_at = $1 WHERE id = $2",
+        &[at(-60).into(), old.into()],
+    )
+    .await;
+    // At the window's end: excluded.
+    RunRow::new(misc, 4, "w3", until).insert(db).await;
+
+    let o = s.overview(since, until, Duration::minutes(10), now).await.unwrap();
+    assert_eq!((o.since, o.until), (Some(since), Some(until)));
+    let count = |st: RunState| o.by_state.iter().find(|(s, _)| *s == st).unwrap().1;
+    let cause = |c: Cause| o.by_cause.iter().find(|(x, _)| *x == c).unwrap().1;
+    assert_eq!(o.by_state.len(), RunState::ALL.len());
+    assert_eq!(count(RunState::LostLease), 3);
+    assert_eq!(count(RunState::Acted), 4);
+    assert_eq!(count(RunState::Failed), 1);
+    assert_eq!(count(RunState::Skip), 1);
+    assert_eq!(count(RunState::Silent), 1);
+    assert_eq!(count(RunState::EmptyOutput), 1);
+    assert_eq!(count(RunState::Running), 1);
+    assert_eq!(o.by_state.iter().map(|(_, n)| n).sum::<i64>(), 12);
+    assert_eq!(cause(Cause::LostLease), 3);
+    assert_eq!(cause(Cause::Timeout), 1);
+    assert_eq!(cause(Cause::Silent), 1);
+    assert_eq!(cause(Cause::EmptyOutput), 1);
+    assert_eq!(o.by_cause.iter().map(|(_, n)| n).sum::<i64>(), 6);
+    // 10-minute buckets aligned to the epoch: the window's first and last are partial.
+    let starts: Vec<_> = o.series.iter().map(|b| b.start.unwrap()).collect();
+    assert!(starts.windows(2).all(|w| w[1] - w[0] == Duration::minutes(10)), "{starts:?}");
+    assert!(starts[0] <= since && since < starts[0] + Duration::minutes(10));
+    assert!(*starts.last().unwrap() < until);
+    let in_series: i64 = o.series.iter().flat_map(|b| b.counts.iter().map(|(_, n)| n)).sum();
+    assert_eq!(in_series, 12);
+    let bucket_of = |t: DateTime<Utc>| {
+        o.series
+            .iter()
+            .position(|b| b.start.unwrap() <= t && t < b.start.unwrap() + Duration::minutes(10))
+            .unwrap()
+    };
+    let acted_in = |i: usize| o.series[i].counts.iter().find(|(s, _)| *s == RunState::Acted).unwrap().1;
+    assert_eq!(
+        acted_in(bucket_of(at(2))),
+        [at(2), at(4), at(5), at(6)].iter().filter(|t| bucket_of(**t) == bucket_of(at(2))).count() as i64
+    );
+    assert_eq!(
+        o.attention,
+        Attention { unsafe_lost_leases: 3, needs_compensation: 2, silent_runs: 1, dead_tasks: 1 },
+        "twice and fx need compensation; done is compensated; idem is idempotent"
+    );
+    // Cross-check the flag with the task detail.
+    for (task, needs) in [(twice, true), (done, false), (idem, false), (fx, true), (quiet, false)] {
+        let d = s.task_detail(task, now).await.unwrap().unwrap();
+        assert_eq!(d.needs_compensation, needs, "task {task}");
+    }
+    // An empty window is all zeros, buckets included.
+    let empty = s.overview(at(-300), at(-200), Duration::minutes(30), now).await.unwrap();
+    assert!(empty.by_state.iter().all(|(_, n)| *n == 0));
+    assert!(empty.series.iter().all(|b| b.counts.iter().all(|(_, n)| *n == 0)));
+    assert!(!empty.series.is_empty());
+    assert_eq!(empty.attention, Attention::default());
+}
+
+async fn workers_summarise_runs_failures_and_held_leases(db: Db) {
+    let s = store(db);
+    let now = t0();
+    let since = now - Duration::hours(1);
+    let db = s.db();
+    let task = new_task(db, "reply", "notification", "idempotent", since).await;
+    let held = new_task(db, "reply", "notification", "idempotent", since).await;
+    let lapsed = new_task(db, "reply", "notification", "idempotent", since).await;
+    let hb = now - Duration::minutes(3);
+    RunRow::new(task, 1, "alpha", now - Duration::minutes(30)).failed("crash").insert(db).await;
+    RunRow::new(task, 2, "alpha", now - Duration::minutes(20)).insert(db).await;
+    RunRow { heartbeat: Some(hb), ..RunRow::new(task, 3, "alpha", now - Duration::minutes(10)) }
+        .unfinished(now + Duration::seconds(20))
+        .insert(db)
+        .await;
+    // Before the window only: absent.
+    RunRow::new(task, 4, "gamma", since - Duration::minutes(1)).insert(db).await;
+    // beta: no run in the window, but it holds a lease that lapsed, claimed two hours ago.
+    let beta_claim = now - Duration::hours(2);
+    RunRow::new(lapsed, 1, "beta", beta_claim).unfinished(now - Duration::minutes(5)).insert(db).await;
+    let lease = |owner: &str, task: i64, expires: DateTime<Utc>| {
+        let owner = owner.to_string();
+        async move {
+            exec(
+                db,
+                "UPDATE tasks SET status = 'leased', owner = $1, lease_epoch = 1, lease_expires_at = $2 WHERE id = $3",
+                &[owner.as_str().into(), expires.into(), task.into()],
+            )
+            .await
+        }
+    };
+    lease("beta", lapsed, now - Duration::minutes(5)).await;
+    lease("alpha", held, now + Duration::seconds(20)).await;
+
+    let workers = s.workers(since, now).await.unwrap();
+    let names: Vec<_> = workers.iter().map(|w| w.worker.as_str()).collect();
+    assert_eq!(names, vec!["alpha", "beta"]);
+    let alpha = &workers[0];
+    assert_eq!((alpha.runs, alpha.failures), (3, 1));
+    assert_eq!(alpha.last_claim_at, Some(now - Duration::minutes(10)));
+    assert_eq!(alpha.last_heartbeat_at, Some(hb));
+    assert_eq!(
+        alpha.leases,
+        vec![HeldLease {
+            task_id: held,
+            lease_epoch: 1,
+            lease_expires_at: Some(now + Duration::seconds(20))
+        }]
+    );
+    assert!(!alpha.holds_lapsed_lease);
+    let beta = &workers[1];
+    assert_eq!((beta.runs, beta.failures), (0, 0));
+    assert_eq!(beta.last_claim_at, Some(beta_claim));
+    assert_eq!(beta.leases.len(), 1);
+    assert!(beta.holds_lapsed_lease);
+    // A silent run counts as a failure once its lease lapsed.
+    let later = now + Duration::minutes(1);
+    let alpha = s.workers(since, later).await.unwrap().into_iter().find(|w| w.worker == "alpha").unwrap();
+    assert_eq!(alpha.failures, 2);
+    assert!(alpha.holds_lapsed_lease);
+}
+
+async fn timeline_returns_runs_overlapping_the_window(db: Db) {
+    let s = store(db);
+    let now = t0();
+    let since = now - Duration::minutes(15);
+    let db = s.db();
+    let task = new_task(db, "reply", "notification", "idempotent", since).await;
+    let m = |n: i64| now - Duration::minutes(n);
+    let ended_inside = RunRow { finished: Some(m(14)), ..RunRow::new(task, 1, "b", m(16)) }.insert(db).await;
+    RunRow { finished: Some(m(17)), ..RunRow::new(task, 2, "b", m(18)) }.insert(db).await;
+    let inside = RunRow::new(task, 3, "a", m(10)).insert(db).await;
+    let running = RunRow::new(task, 4, "a", m(1)).unfinished(now + Duration::seconds(10)).insert(db).await;
+    // Silent long ago: its bar ended at the lapse, before the window.
+    RunRow::new(task, 5, "c", m(600)).unfinished(m(599)).insert(db).await;
+    // Silent, lapsed inside the window.
+    let lapsed = RunRow::new(task, 6, "c", m(20)).unfinished(m(12)).insert(db).await;
+    let runs = s.timeline(since, now, now).await.unwrap();
+    assert_eq!(ids(&runs), vec![inside, running, ended_inside, lapsed], "by worker, then claim");
+    assert_eq!(runs[1].run.state, RunState::Running);
+    assert_eq!(runs[3].run.state, RunState::Silent);
+    // A window in the past.
+    let runs = s.timeline(m(19), m(17), now).await.unwrap();
+    assert_eq!(runs.iter().map(|r| r.run.lease_epoch).collect::<Vec<_>>(), vec![2, 6], "{runs:?}");
+}
+
+async fn task_detail_assembles_the_story(db: Db) {
+    let s = store(db);
+    let now = t0();
+    let db = s.db();
+    let task = new_task(db, "charge", "notification", "unsafe", now).await;
+    let r1 = RunRow::new(task, 1, "w1", now).lost().insert(db).await;
+    let r2 = RunRow::new(task, 2, "w2", now + Duration::seconds(40)).output(Some("skip")).insert(db).await;
+    add_effect(db, r1, task, 1, now).await;
+    let d = s.task_detail(task, now + Duration::minutes(1)).await.unwrap().unwrap();
+    assert_eq!(d.task.id, task);
+    assert_eq!(
+        d.runs.iter().map(|r| (r.id, r.state)).collect::<Vec<_>>(),
+        vec![(r1, RunState::LostLease), (r2, RunState::Skip)]
+    );
+    assert_eq!(d.effects.len(), 1);
+    assert!(!d.double_execution && !d.needs_compensation, "one effect, one acted run");
+    add_effect(db, r2, task, 2, now + Duration::seconds(41)).await;
+    let d = s.task_detail(task, now + Duration::minutes(1)).await.unwrap().unwrap();
+    assert!(d.double_execution && d.needs_compensation);
+    exec(
+        db,
+        "INSERT INTO operator_actions (task_id, action, actor, reason, outcome, created_at) VALUES ($1, 'compensate', 'ann', 'refunded', 'applied', $2)",
+        &[task.into(), now.into()],
+    )
+    .await;
+    exec(db, "UPDATE tasks SET compensated_at = $1 WHERE id = $2", &[now.into(), task.into()]).await;
+    let d = s.task_detail(task, now + Duration::minutes(1)).await.unwrap().unwrap();
+    assert!(d.double_execution && !d.needs_compensation);
+    assert_eq!(d.audit.len(), 1);
+    assert!(s.task_detail(task + 1000, now).await.unwrap().is_none());
+}
+
 macro_rules! conformance {
     ($($case:ident),+ $(,)?) => {
         mod sqlite {
@@ -255,4 +845,13 @@ conformance!(
     failure_causes_come_from_the_error_column,
     schema_rejects_what_the_contract_forbids,
     effects_and_audit_read_back_in_order,
+    state_and_cause_filters_agree_with_the_twin,
+    state_filters_use_the_configured_tokens,
+    keyset_pagination_visits_every_run_once,
+    filters_narrow_by_worker_kind_source_task_time_and_text,
+    cause_facets_count_what_each_cause_would_list,
+    overview_counts_the_window_and_what_needs_attention,
+    workers_summarise_runs_failures_and_held_leases,
+    timeline_returns_runs_overlapping_the_window,
+    task_detail_assembles_the_story,
 );

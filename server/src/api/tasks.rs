@@ -1,0 +1,20 @@
+//! `GET /api/v1/tasks/{id}`.
+
+use super::{now, path_id, ApiError};
+use crate::AppState;
+use axum::extract::{Path, State};
+use axum::Json;
+use lastword_core::TaskDetail;
+
+/// The task's columns, its runs (each with its state), effects, audit trail, and the
+/// `double_execution` / `needs_compensation` flags.
+pub async fn one(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<TaskDetail>, ApiError> {
+    let id = path_id("id", &id)?;
+    match state.store.task_detail(id, now()).await? {
+        Some(detail) => Ok(Json(detail)),
+        None => Err(ApiError::NotFound(format!("task {id}"))),
+    }
+}

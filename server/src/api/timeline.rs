@@ -1,0 +1,20 @@
+//! `GET /api/v1/timeline?since=15m&until=`.
+
+use super::{now, ApiError, WindowParams};
+use crate::AppState;
+use axum::extract::{RawQuery, State};
+use axum::Json;
+use chrono::Duration;
+use lastword_core::RunListItem;
+
+/// Runs overlapping the window (default the last 15 minutes), by worker then claim; at most
+/// the newest 5000.
+pub async fn list(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Vec<RunListItem>>, ApiError> {
+    let now = now();
+    let params = WindowParams::parse(raw.as_deref(), &["since", "until"])?;
+    let (since, until) = params.window(now, Duration::minutes(15))?;
+    Ok(Json(state.store.timeline(since, until, now).await?))
+}

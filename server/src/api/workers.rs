@@ -1,0 +1,19 @@
+//! `GET /api/v1/workers?since=1h`.
+
+use super::{now, ApiError, WindowParams};
+use crate::AppState;
+use axum::extract::{RawQuery, State};
+use axum::Json;
+use chrono::Duration;
+use lastword_core::WorkerSummary;
+
+/// Every worker with a run claimed since `since` (default the last hour) or holding a lease now.
+pub async fn list(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Vec<WorkerSummary>>, ApiError> {
+    let now = now();
+    let params = WindowParams::parse(raw.as_deref(), &["since"])?;
+    let since = params.time("since", now, now - Duration::hours(1))?;
+    Ok(Json(state.store.workers(since, now).await?))
+}

@@ -1,0 +1,124 @@
+//! `GET /metrics`: Prometheus gauges so an alert can page someone before anyone opens the page.
+//!
+//! The store-derived gauges come from one [`Store::overview`](lastword_store::Store::overview)
+//! over the last hour, cached for [`TTL`]: concurrent scrapes wait for one refresh and share it,
+//! so a scrape storm costs the database one set of queries per ten seconds. A failed refresh is
+//! cached too (`lastword_database_up 0`). `lastword_live_clients` is read on every scrape.
+
+use crate::AppState;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use chrono::{Duration, Utc};
+use lastword_core::{Cause, Overview, RunState};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use tokio::sync::Mutex;
+
+/// How long one reading of the store serves scrapes.
+pub const TTL: std::time::Duration = std::time::Duration::from_secs(10);
+/// A refresh that takes longer counts as the database being down.
+const REFRESH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// The OpenMetrics text format (Prometheus scrapes it natively).
+pub const CONTENT_TYPE_OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The last reading of the store; `None` inside means the database did not answer.
+#[derive(Default)]
+pub struct MetricsCache {
+    last: Mutex<Option<(Instant, Option<Overview>)>>,
+}
+
+impl MetricsCache {
+    /// The cached reading, refreshed first if older than [`TTL`].
+    async fn reading(&self, state: &AppState) -> Option<Overview> {
+        let mut last = self.last.lock().await;
+        if let Some((at, reading)) = last.as_ref() {
+            if at.elapsed() < TTL {
+                return reading.clone();
+            }
+        }
+        let now = Utc::now();
+        let query = state.store.overview(now - Duration::hours(1), now, Duration::hours(1), now);
+        let reading = match tokio::time::timeout(REFRESH_TIMEOUT, query).await {
+            Ok(Ok(overview)) => Some(overview),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "metrics: store unavailable");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("metrics: store did not answer within {REFRESH_TIMEOUT:?}");
+                None
+            }
+        };
+        *last = Some((Instant::now(), reading.clone()));
+        reading
+    }
+}
+
+type Labelled = Family<[(&'static str, &'static str); 1], Gauge>;
+
+/// The exposition text for a reading and the current number of live clients.
+pub fn render(reading: Option<&Overview>, live_clients: i64) -> String {
+    let mut registry = Registry::default();
+    let up = Gauge::<i64>::default();
+    up.set(i64::from(reading.is_some()));
+    registry.register("lastword_database_up", "1 when the database answered the last metrics refresh", up);
+    let live = Gauge::<i64>::default();
+    live.set(live_clients);
+    registry.register("lastword_live_clients", "Browsers connected to the live event stream", live);
+    if let Some(o) = reading {
+        let runs = Labelled::default();
+        for state in RunState::ALL {
+            let n = o.by_state.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n);
+            runs.get_or_create(&[("state", state.as_str())]).set(n);
+        }
+        registry.register("lastword_runs", "Runs claimed in the last hour, by state", runs);
+        let failures = Labelled::default();
+        for cause in Cause::ALL {
+            let n = o.by_cause.iter().find(|(c, _)| *c == cause).map_or(0, |(_, n)| *n);
+            failures.get_or_create(&[("cause", cause.as_str())]).set(n);
+        }
+        registry.register(
+            "lastword_run_failures",
+            "Failed runs claimed in the last hour, by cause",
+            failures,
+        );
+        let gauges = [
+            (
+                "lastword_lost_lease_completions",
+                "Runs claimed in the last hour whose final write was rejected (lost lease)",
+                o.by_state.iter().find(|(s, _)| *s == RunState::LostLease).map_or(0, |(_, n)| *n),
+            ),
+            (
+                "lastword_silent_runs",
+                "Runs claimed in the last hour that never finished and whose lease lapsed",
+                o.attention.silent_runs,
+            ),
+            (
+                "lastword_double_executions_awaiting_compensation",
+                "Unsafe tasks with runs or effects in the last hour, executed twice, not compensated",
+                o.attention.needs_compensation,
+            ),
+            ("lastword_dead_tasks", "Tasks that became dead in the last hour", o.attention.dead_tasks),
+        ];
+        for (name, help, value) in gauges {
+            let g = Gauge::<i64>::default();
+            g.set(value);
+            registry.register(name, help, g);
+        }
+    }
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, &registry);
+    out
+}
+
+pub async fn handler(State(state): State<AppState>) -> Response {
+    let reading = state.metrics.reading(&state).await;
+    let body = render(reading.as_ref(), state.live_clients.load(Ordering::Relaxed));
+    ([(CONTENT_TYPE, CONTENT_TYPE_OPENMETRICS)], body).into_response()
+}

@@ -1,0 +1,565 @@
+//! HTTP tests of the JSON API and `/metrics`: the router the binary serves, driven in-process
+//! on real databases — SQLite always, PostgreSQL whenever `TEST_DATABASE_URL` is set (required
+//! in CI via `LASTWORD_REQUIRE_POSTGRES=1`). Data is written by the runner library on a manual
+//! clock set a little in the past, or by the simulator fleet.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use chrono::{DateTime, Duration, Utc};
+use lastword_core::{ErrorCause, Safety, Source, Tokens};
+use lastword_runner::{ActionMessage, Clock, Lease, ManualClock, NewTask, Outcome, Runner, RunnerConfig};
+use lastword_server::{router, state::leptos_options, AppState};
+use lastword_store::{store_for, Db, Store};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tower::ServiceExt;
+
+struct Api {
+    app: axum::Router,
+    state: AppState,
+    store: Arc<dyn Store>,
+}
+
+impl Api {
+    fn new(db: Db) -> Self {
+        let store = store_for(db, Tokens::default());
+        let state = AppState::new(leptos_options(), store.clone());
+        Api { app: router(state.clone()), state, store }
+    }
+
+    async fn get(&self, uri: &str) -> (StatusCode, String, String) {
+        let response =
+            self.app.clone().oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap_or_default().to_string())
+            .unwrap_or_default();
+        let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await.unwrap();
+        (status, content_type, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    async fn json(&self, uri: &str) -> (StatusCode, Value) {
+        let (status, content_type, body) = self.get(uri).await;
+        assert!(content_type.starts_with("application/json"), "{uri}: {status} {content_type}: {body}");
+        let value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{uri}: {e}: {body}"));
+        (status, value)
+    }
+
+    async fn ok(&self, uri: &str) -> Value {
+        let (status, value) = self.json(uri).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {value}");
+        value
+    }
+
+    /// Follows `next` from `uri` until it is null; returns every run.
+    async fn all_runs(&self, uri: &str) -> Vec<Value> {
+        let sep = if uri.contains('?') { '&' } else { '?' };
+        let mut runs = Vec::new();
+        let mut next: Option<String> = None;
+        for _ in 0..10_000 {
+            let page_uri = match &next {
+                None => uri.to_string(),
+                Some(cursor) => format!("{uri}{sep}after={cursor}"),
+            };
+            let page = self.ok(&page_uri).await;
+            runs.extend(page["runs"].as_array().expect("runs").iter().cloned());
+            match page["next"].as_str() {
+                None => {
+                    assert!(page["next"].is_null());
+                    return runs;
+                }
+                Some(cursor) => next = Some(cursor.to_string()),
+            }
+        }
+        panic!("pagination did not end");
+    }
+}
+
+fn ids(runs: &[Value]) -> Vec<i64> {
+    runs.iter().map(|r| r["id"].as_i64().unwrap()).collect()
+}
+
+/// The ids of the arranged scenario's notable rows.
+struct Scenario {
+    /// Unsafe, executed twice: worker-a's late finish lost the lease after worker-b's run acted.
+    double_task: i64,
+    lost_run: i64,
+    timeout_run: i64,
+    api_error_run: i64,
+    empty_run: i64,
+    silent_run: i64,
+    acted_runs: usize,
+    total_runs: i64,
+    start: DateTime<Utc>,
+}
+
+fn acted(text: &str) -> Outcome {
+    Outcome::Acted(ActionMessage::new(text).unwrap())
+}
+
+/// Every kind of run, written by the runner library on a clock that starts 50 minutes ago and
+/// ends a few minutes ago (inside the last hour, and every lease has lapsed).
+async fn arrange(db: &Db) -> Scenario {
+    let start = Utc::now() - Duration::minutes(50);
+    // Microseconds, as PostgreSQL keeps them, so a value read back equals the one written.
+    let start = DateTime::from_timestamp_micros(start.timestamp_micros()).unwrap();
+    let clock = ManualClock::new(start);
+    let config = RunnerConfig { lease: Duration::seconds(30), tokens: Tokens::default() };
+    let runner = |w: &str| Runner::new(db.clone(), w, config.clone(), Arc::new(clock.clone()));
+    let (a, b) = (runner("worker-a"), runner("worker-b"));
+    let task = |kind: &str, safety: Safety| NewTask {
+        kind: kind.to_string(),
+        source: Source::Notification,
+        safety,
+        payload: serde_json::json!({"n": 1}),
+        max_attempts: 3,
+    };
+    let claim = |r: &Runner| {
+        let r = r.clone();
+        async move { r.claim(None).await.unwrap().expect("a task to claim") }
+    };
+
+    // The double execution: a claims, acts, stalls past its lease; b re-claims, acts, finishes;
+    // a's late finish is rejected.
+    let double_task = a.enqueue(&task("charge_card", Safety::Unsafe)).await.unwrap();
+    let lease_a: Lease = claim(&a).await;
+    a.record_effect(&lease_a, "charge", "charge-1").await.unwrap();
+    clock.advance(Duration::seconds(31));
+    let lease_b = claim(&b).await;
+    assert_eq!(lease_b.task_id, double_task);
+    b.record_effect(&lease_b, "charge", "charge-1").await.unwrap();
+    b.finish(lease_b, acted("charged $5")).await.unwrap();
+    let lost_run = lease_a.run_id;
+    a.finish(lease_a, acted("charged $5")).await.unwrap();
+
+    // Failures.
+    clock.advance(Duration::seconds(5));
+    a.enqueue(&task("reply", Safety::Idempotent)).await.unwrap();
+    let l = claim(&a).await;
+    let timeout_run = l.run_id;
+    a.finish(l, Outcome::Failed { cause: ErrorCause::Timeout, detail: "model took 120 s".into() })
+        .await
+        .unwrap();
+    clock.advance(Duration::seconds(5));
+    let l = claim(&b).await; // the re-queued reply
+    let api_error_run = l.run_id;
+    let detail = "rate limit: 50% of quota_used".to_string();
+    b.finish(l, Outcome::Failed { cause: ErrorCause::ApiError, detail }).await.unwrap();
+    clock.advance(Duration::seconds(5));
+    a.enqueue(&task("reply", Safety::Idempotent)).await.unwrap();
+    let l = claim(&a).await;
+    let empty_run = l.run_id;
+    a.finish_unchecked(l, Some("   ".into())).await.unwrap();
+    clock.advance(Duration::seconds(5));
+    for (i, outcome) in [Outcome::NoActionNeeded, Outcome::Skip].into_iter().enumerate() {
+        a.enqueue(&task("triage", Safety::Idempotent)).await.unwrap();
+        let l = claim(&a).await;
+        clock.advance(Duration::seconds(1 + i as i64));
+        a.finish(l, outcome).await.unwrap();
+    }
+    // Plenty of healthy runs, some claimed in the same instant (ties for the cursor).
+    let acted_runs = 23;
+    for i in 0..acted_runs {
+        let r = if i % 2 == 0 { &a } else { &b };
+        r.enqueue(&task("reply", Safety::Idempotent)).await.unwrap();
+        let l = claim(r).await;
+        r.finish(l, acted(&format!("replied to #{i}"))).await.unwrap();
+        if i % 3 == 0 {
+            clock.advance(Duration::seconds(7));
+        }
+    }
+    // Last, so nobody re-claims it: worker-b claims and never finishes; its lease lapses.
+    b.enqueue(&task("digest", Safety::Idempotent)).await.unwrap();
+    let silent_run = claim(&b).await.run_id;
+    assert!(clock.now() + Duration::seconds(30) < Utc::now() - Duration::minutes(5));
+    let store = store_for(db.clone(), Tokens::default());
+    let total_runs = store.totals().await.unwrap().runs;
+    Scenario {
+        double_task,
+        lost_run,
+        timeout_run,
+        api_error_run,
+        empty_run,
+        silent_run,
+        acted_runs,
+        total_runs,
+        start,
+    }
+}
+
+async fn runs_list_filters_and_pages(db: Db) {
+    let sc = arrange(&db).await;
+    let api = Api::new(db);
+    let mut all = ids(&api.all_runs("/api/v1/runs?since=2h&limit=4").await);
+    assert_eq!(all.len() as i64, sc.total_runs);
+    let unique: BTreeSet<i64> = all.iter().copied().collect();
+    assert_eq!(unique.len(), all.len(), "no run twice");
+    all.sort_unstable();
+    let mut everything = ids(&api.all_runs("/api/v1/runs?limit=500").await);
+    everything.sort_unstable();
+    assert_eq!(all, everything);
+
+    // The first page: newest first, with the documented fields.
+    let page = api.ok("/api/v1/runs?limit=2").await;
+    let first = &page["runs"][0];
+    for field in [
+        "id",
+        "task_id",
+        "worker",
+        "lease_epoch",
+        "state",
+        "cause",
+        "claimed_at",
+        "finished_at",
+        "output",
+        "kind",
+        "source",
+        "safety",
+    ] {
+        assert!(first.get(field).is_some(), "{field} in {first}");
+    }
+    assert!(page["next"].is_string());
+
+    let only = |uri: &str| {
+        let api = &api;
+        let uri = uri.to_string();
+        async move { ids(&api.all_runs(&uri).await) }
+    };
+    assert_eq!(only("/api/v1/runs?cause=lost_lease").await, vec![sc.lost_run]);
+    assert_eq!(only("/api/v1/runs?state=lost_lease&limit=1").await, vec![sc.lost_run]);
+    assert_eq!(
+        only("/api/v1/runs?cause=api_error,timeout&limit=1").await,
+        vec![sc.api_error_run, sc.timeout_run]
+    );
+    assert_eq!(
+        only("/api/v1/runs?cause=api_error&cause=timeout").await,
+        vec![sc.api_error_run, sc.timeout_run]
+    );
+    assert_eq!(only("/api/v1/runs?cause=empty_output").await, vec![sc.empty_run]);
+    assert_eq!(only("/api/v1/runs?state=silent").await, vec![sc.silent_run]);
+    assert_eq!(only("/api/v1/runs?q=50%25%20of").await, vec![sc.api_error_run]);
+    assert_eq!(only("/api/v1/runs?q=QUOTA_USED").await, vec![sc.api_error_run]);
+    assert_eq!(only("/api/v1/runs?q=quota%5Fused&cause=timeout").await, Vec::<i64>::new());
+    assert_eq!(only(&format!("/api/v1/runs?task={}", sc.double_task)).await.len(), 2);
+    assert_eq!(only("/api/v1/runs?kind=charge_card&worker=worker-a").await, vec![sc.lost_run]);
+    assert_eq!(only("/api/v1/runs?source=tick").await, Vec::<i64>::new());
+    let acted = api.all_runs("/api/v1/runs?state=acted&limit=5").await;
+    assert_eq!(acted.len(), sc.acted_runs + 1, "the healthy runs and the double task's accepted run");
+    assert!(acted.iter().all(|r| r["state"] == "acted" && r["cause"].is_null()));
+    let lost = api.ok(&format!("/api/v1/runs?cause=lost_lease&since={}", encode(sc.start))).await;
+    assert_eq!(lost["runs"][0]["output"], "charged $5", "the discarded output is shown");
+    assert_eq!(lost["runs"][0]["completion_rows"], 0);
+    // A window that ends before the scenario began.
+    let before = format!("/api/v1/runs?until={}", encode(sc.start));
+    assert!(api.ok(&before).await["runs"].as_array().unwrap().is_empty());
+}
+
+fn encode(t: DateTime<Utc>) -> String {
+    lastword_core::query::encode_component(&t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+}
+
+async fn facets_count_failures_per_cause(db: Db) {
+    arrange(&db).await;
+    let api = Api::new(db);
+    let facets = api.ok("/api/v1/runs/facets").await;
+    let counts: Vec<(String, i64)> = facets["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pair| (pair[0].as_str().unwrap().to_string(), pair[1].as_i64().unwrap()))
+        .collect();
+    let n = |c: &str| counts.iter().find(|(k, _)| k == c).unwrap().1;
+    assert_eq!(counts.len(), 8);
+    assert_eq!(
+        (n("timeout"), n("api_error"), n("empty_output"), n("silent"), n("lost_lease")),
+        (1, 1, 1, 1, 1)
+    );
+    assert_eq!((n("crash"), n("context_overflow"), n("other")), (0, 0, 0));
+    // The filter's own cause selection is ignored; others narrow.
+    assert_eq!(api.ok("/api/v1/runs/facets?cause=timeout&state=acted").await, facets);
+    let b = api.ok("/api/v1/runs/facets?worker=worker-b").await;
+    let b_total: i64 = b["counts"].as_array().unwrap().iter().map(|p| p[1].as_i64().unwrap()).sum();
+    assert_eq!(b_total, 2, "api_error and silent: {b}");
+}
+
+async fn runs_and_tasks_by_id(db: Db) {
+    let sc = arrange(&db).await;
+    let api = Api::new(db);
+    let run = api.ok(&format!("/api/v1/runs/{}", sc.lost_run)).await;
+    assert_eq!((run["state"].as_str(), run["cause"].as_str()), (Some("lost_lease"), Some("lost_lease")));
+    assert_eq!(run["worker"], "worker-a");
+    let run = api.ok(&format!("/api/v1/runs/{}", sc.timeout_run)).await;
+    assert_eq!((run["state"].as_str(), run["cause"].as_str()), (Some("failed"), Some("timeout")));
+
+    let task = api.ok(&format!("/api/v1/tasks/{}", sc.double_task)).await;
+    assert_eq!(task["id"], sc.double_task);
+    assert_eq!((task["kind"].as_str(), task["safety"].as_str()), (Some("charge_card"), Some("unsafe")));
+    assert_eq!(task["status"], "completed");
+    assert_eq!(task["double_execution"], true);
+    assert_eq!(task["needs_compensation"], true);
+    let states: Vec<&str> =
+        task["runs"].as_array().unwrap().iter().map(|r| r["state"].as_str().unwrap()).collect();
+    assert_eq!(states, vec!["lost_lease", "acted"]);
+    let epochs: Vec<i64> =
+        task["effects"].as_array().unwrap().iter().map(|e| e["lease_epoch"].as_i64().unwrap()).collect();
+    assert_eq!(epochs, vec![1, 2]);
+    assert_eq!(task["audit"], serde_json::json!([]));
+    // A healthy idempotent task.
+    let healthy = api.ok(&format!("/api/v1/tasks/{}", sc.double_task + 1)).await;
+    assert_eq!(
+        (healthy["double_execution"].as_bool(), healthy["needs_compensation"].as_bool()),
+        (Some(false), Some(false))
+    );
+
+    for uri in ["/api/v1/runs/99999999", "/api/v1/tasks/99999999", "/api/v1/nope", "/api/v1/runs/1/extra"] {
+        let (status, body) = api.json(uri).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("not found"), "{body}");
+    }
+}
+
+async fn bad_parameters_are_400_naming_the_parameter(db: Db) {
+    arrange(&db).await;
+    let api = Api::new(db);
+    let before = api.store.totals().await.unwrap();
+    for (uri, param) in [
+        ("/api/v1/runs?cause=melted", "cause"),
+        ("/api/v1/runs?state=done", "state"),
+        ("/api/v1/runs?limit=0", "limit"),
+        ("/api/v1/runs?limit=501", "limit"),
+        ("/api/v1/runs?limit=ten", "limit"),
+        ("/api/v1/runs?after=garbage", "after"),
+        ("/api/v1/runs?after=1_x", "after"),
+        ("/api/v1/runs?since=yesterday", "since"),
+        ("/api/v1/runs?since=1h&until=2h", "until"),
+        ("/api/v1/runs?source=email", "source"),
+        ("/api/v1/runs?task=abc", "task"),
+        ("/api/v1/runs?colour=red", "colour"),
+        ("/api/v1/runs/facets?cause=nope", "cause"),
+        ("/api/v1/runs/abc", "id"),
+        ("/api/v1/runs/-1", "id"),
+        ("/api/v1/runs/99999999999999999999999", "id"),
+        ("/api/v1/tasks/1.5", "id"),
+        ("/api/v1/overview?since=soon", "since"),
+        ("/api/v1/overview?bucket=1s&since=7d", "bucket"),
+        ("/api/v1/overview?bucket=fortnight", "bucket"),
+        ("/api/v1/overview?since=1h&since=2h", "since"),
+        ("/api/v1/overview?limit=3", "limit"),
+        ("/api/v1/workers?since=forever", "since"),
+        ("/api/v1/workers?until=1h", "until"),
+        ("/api/v1/timeline?since=1m&until=2m", "until"),
+        ("/api/v1/timeline?bucket=1m", "bucket"),
+    ] {
+        let (status, body) = api.json(uri).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {body}");
+        assert_eq!(body["param"], param, "{uri}: {body}");
+        assert!(!body["error"].as_str().unwrap_or_default().is_empty(), "{uri}: {body}");
+    }
+    assert_eq!(api.store.totals().await.unwrap(), before, "nothing changed");
+}
+
+async fn overview_workers_and_timeline(db: Db) {
+    let sc = arrange(&db).await;
+    let api = Api::new(db);
+    let o = api.ok("/api/v1/overview?since=2h&bucket=10m").await;
+    let by_state: i64 = o["by_state"].as_array().unwrap().iter().map(|p| p[1].as_i64().unwrap()).sum();
+    assert_eq!(by_state, sc.total_runs);
+    let series: i64 = o["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["counts"].as_array().unwrap().iter().map(|p| p[1].as_i64().unwrap()))
+        .sum();
+    assert_eq!(series, sc.total_runs);
+    assert!((12..=13).contains(&o["series"].as_array().unwrap().len()), "two hours of 10-minute buckets");
+    assert_eq!(
+        o["attention"],
+        serde_json::json!({"unsafe_lost_leases": 1, "needs_compensation": 1, "silent_runs": 1, "dead_tasks": 0})
+    );
+    // Defaults: the last 24 hours in automatically sized buckets.
+    let o = api.ok("/api/v1/overview").await;
+    assert!(o["series"].as_array().unwrap().len() <= 61);
+
+    let workers = api.ok("/api/v1/workers?since=2h").await;
+    let names: Vec<&str> =
+        workers.as_array().unwrap().iter().map(|w| w["worker"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["worker-a", "worker-b"]);
+    let b = &workers[1];
+    assert_eq!(b["holds_lapsed_lease"], true, "worker-b still owns the silent run's task: {b}");
+    assert_eq!(b["leases"].as_array().unwrap().len(), 1);
+    assert!(b["failures"].as_i64().unwrap() >= 2);
+    // The default window (one hour) still lists b: it holds a lease.
+    assert!(api.ok("/api/v1/workers").await.as_array().unwrap().iter().any(|w| w["worker"] == "worker-b"));
+
+    let timeline = api.ok("/api/v1/timeline?since=2h").await;
+    let runs = timeline.as_array().unwrap();
+    assert_eq!(runs.len() as i64, sc.total_runs);
+    let keys: Vec<(String, String)> = runs
+        .iter()
+        .map(|r| (r["worker"].as_str().unwrap().to_string(), r["claimed_at"].as_str().unwrap().to_string()))
+        .collect();
+    let parsed: Vec<(String, DateTime<Utc>)> =
+        keys.iter().map(|(w, t)| (w.clone(), t.parse::<DateTime<Utc>>().unwrap())).collect();
+    assert!(parsed.windows(2).all(|w| w[0] <= w[1]), "by worker, then claim");
+    // The scenario ended minutes ago: the last 15 minutes are empty.
+    assert!(api.ok("/api/v1/timeline").await.as_array().unwrap().is_empty());
+}
+
+async fn metrics_expose_the_series(db: Db) {
+    arrange(&db).await;
+    let api = Api::new(db.clone());
+    api.state.live_clients.store(3, Ordering::Relaxed);
+    let (status, content_type, text) = api.get("/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(content_type.starts_with("application/openmetrics-text"), "{content_type}");
+    for line in [
+        "lastword_database_up 1",
+        "lastword_live_clients 3",
+        "lastword_runs{state=\"lost_lease\"} 1",
+        "lastword_runs{state=\"running\"} 0",
+        "lastword_run_failures{cause=\"timeout\"} 1",
+        "lastword_run_failures{cause=\"crash\"} 0",
+        "lastword_lost_lease_completions 1",
+        "lastword_silent_runs 1",
+        "lastword_double_executions_awaiting_compensation 1",
+        "lastword_dead_tasks 0",
+        "# TYPE lastword_runs gauge",
+        "# EOF",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
+    }
+    // Within the cache's lifetime the store is not asked again; live clients are always fresh.
+    let runner = Runner::new(
+        db,
+        "worker-z",
+        RunnerConfig::default(),
+        Arc::new(ManualClock::new(Utc::now() - Duration::minutes(1))),
+    );
+    let task = NewTask {
+        kind: "metrics_probe".into(),
+        source: Source::Tick,
+        safety: Safety::Idempotent,
+        payload: serde_json::json!({}),
+        max_attempts: 1,
+    };
+    runner.enqueue(&task).await.unwrap();
+    // Only this kind: the scenario's lapsed lease stays with worker-b.
+    let l = runner.claim(Some(&["metrics_probe".to_string()])).await.unwrap().unwrap();
+    runner.finish(l, Outcome::Failed { cause: ErrorCause::Crash, detail: "boom".into() }).await.unwrap();
+    api.state.live_clients.store(5, Ordering::Relaxed);
+    let (_, _, again) = api.get("/metrics").await;
+    assert!(again.contains("lastword_run_failures{cause=\"crash\"} 0"), "cached:\n{again}");
+    assert!(again.contains("lastword_live_clients 5"), "{again}");
+    // A fresh cache (another server) sees the new run.
+    let fresh = Api::new(api.store.db().clone());
+    let (_, _, text) = fresh.get("/metrics").await;
+    assert!(text.contains("lastword_run_failures{cause=\"crash\"} 1"), "{text}");
+    assert!(text.contains("lastword_dead_tasks 1"), "{text}");
+}
+
+/// The simulator's fleet (short lease, fixed seed) leaves realistic data; the API pages through
+/// all of it exactly once, filtered or not, and the facets agree with the filtered lists.
+async fn simulated_fleet_pages_through(db: Db) {
+    let config = lastword_sim::FleetConfig {
+        workers: 4,
+        arrival_rate: 25.0,
+        lease: std::time::Duration::from_millis(300),
+        work_min: std::time::Duration::from_millis(10),
+        work_max: std::time::Duration::from_millis(150),
+        duration: Some(std::time::Duration::from_secs(3)),
+        seed: Some(7),
+        ..lastword_sim::FleetConfig::default()
+    };
+    lastword_sim::run_fleet(db.clone(), config, std::future::pending()).await.unwrap();
+    // Let the leases of runs the fleet abandoned lapse, so no state changes while we read.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let api = Api::new(db);
+    let total = api.store.totals().await.unwrap().runs;
+    assert!(total > 20, "the fleet ran: {total}");
+    let all = ids(&api.all_runs("/api/v1/runs?limit=7").await);
+    assert_eq!(all.len() as i64, total);
+    assert_eq!(all.iter().collect::<BTreeSet<_>>().len(), all.len());
+    let facets = api.ok("/api/v1/runs/facets").await;
+    for pair in facets["counts"].as_array().unwrap() {
+        let cause = pair[0].as_str().unwrap();
+        let listed = api.all_runs(&format!("/api/v1/runs?cause={cause}&limit=50")).await;
+        assert_eq!(listed.len() as i64, pair[1].as_i64().unwrap(), "{cause}");
+        assert!(listed.iter().all(|r| r["cause"] == cause), "{cause}");
+    }
+    let by_state: i64 = api.ok("/api/v1/overview?since=1h").await["by_state"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_i64().unwrap())
+        .sum();
+    assert_eq!(by_state, total);
+}
+
+#[tokio::test]
+async fn api_is_503_json_when_the_database_is_gone() {
+    let db = lastword_store::testing::sqlite_memory().await;
+    let api = Api::new(db.clone());
+    db.close().await;
+    for uri in ["/api/v1/runs", "/api/v1/runs/1", "/api/v1/tasks/1", "/api/v1/overview", "/api/v1/workers"] {
+        let (status, body) = api.json(uri).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{uri}: {body}");
+        assert_eq!(body["error"], "database unavailable");
+    }
+    // Still a 400 for a bad request: the parameters are judged before the database is asked.
+    assert_eq!(api.json("/api/v1/runs?limit=0").await.0, StatusCode::BAD_REQUEST);
+    let (status, _, text) = api.get("/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.lines().any(|l| l == "lastword_database_up 0"), "{text}");
+    assert!(!text.contains("lastword_runs"), "no stale numbers: {text}");
+}
+
+macro_rules! on_every_database {
+    ($($case:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case(lastword_store::testing::sqlite_memory().await).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    if let Some(db) = lastword_store::testing::postgres(stringify!($case)).await {
+                        super::$case(db).await;
+                    }
+                }
+            )+
+        }
+    };
+}
+
+on_every_database!(
+    runs_list_filters_and_pages,
+    facets_count_failures_per_cause,
+    runs_and_tasks_by_id,
+    bad_parameters_are_400_naming_the_parameter,
+    overview_workers_and_timeline,
+    metrics_expose_the_series,
+);
+
+mod simulated {
+    #[tokio::test]
+    async fn on_a_sqlite_file() {
+        let (db, _dir) = lastword_store::testing::sqlite_file().await;
+        super::simulated_fleet_pages_through(db).await;
+    }
+
+    #[tokio::test]
+    async fn on_postgres() {
+        if let Some(db) = lastword_store::testing::postgres("simulated_fleet_pages_through").await {
+            super::simulated_fleet_pages_through(db).await;
+        }
+    }
+}

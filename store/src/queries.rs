@@ -1,0 +1,548 @@
+//! The dashboard's read queries, built once as text for either backend.
+//!
+//! Every query that decides a run's state binds `$1` now, `$2`/`$3` the trimmed tokens (see
+//! [`bind_state_params`](crate::shared::bind_state_params)); filters append numbered parameters
+//! after them through [`SqlBuf`]. `$n` placeholders work on both backends (sqlx maps SQLite's
+//! `$n` names to the n-th argument), so one text serves both, with the few dialect differences
+//! taken from a [`Dialect`].
+//!
+//! States and causes are filtered with *sargable* predicates ([`state_predicate`],
+//! [`cause_predicate`]) rather than by comparing the `STATE_SQL` twin's result, so the planner
+//! can use the partial indexes on `runs`; the conformance suite checks that each predicate
+//! selects exactly the runs the twin puts in that state or cause.
+
+use chrono::{DateTime, Utc};
+use lastword_core::{
+    Bucket, Cause, Cursor, ErrorCause, HeldLease, PageRequest, RunFilter, RunState, Tokens, WorkerSummary,
+};
+
+/// What differs between the PostgreSQL and SQLite texts of the dashboard's queries.
+pub(crate) struct Dialect {
+    /// The `STATE_SQL` twin of `lastword_core::run_state` over `runs r`.
+    pub state_sql: &'static str,
+    /// `r.output` trimmed of exactly the white space `lastword_core::trim_token` trims.
+    pub trimmed_output: &'static str,
+    /// The case-insensitive `LIKE` operator.
+    pub ilike: &'static str,
+    /// `r.claimed_at` as whole seconds since the epoch, integer-divided by the parameter named
+    /// by the argument (a bucket length in seconds).
+    pub bucket: fn(&str) -> String,
+}
+
+/// A bound value of a dynamically built query.
+#[derive(Clone, Debug)]
+pub(crate) enum Value {
+    I64(i64),
+    Text(String),
+    Time(DateTime<Utc>),
+}
+
+/// Query text plus its arguments in `$n` order: [`SqlBuf::arg`] appends a value and returns
+/// its placeholder, so the text and the arguments cannot drift apart.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SqlBuf {
+    pub sql: String,
+    pub args: Vec<Value>,
+}
+
+impl SqlBuf {
+    /// A query whose `$1..$3` are the state parameters (now, no-action token, skip token).
+    pub fn with_state_params(now: DateTime<Utc>, tokens: &Tokens) -> Self {
+        SqlBuf {
+            sql: String::new(),
+            args: vec![
+                Value::Time(now),
+                Value::Text(lastword_core::trim_token(&tokens.no_action).to_string()),
+                Value::Text(lastword_core::trim_token(&tokens.skip).to_string()),
+            ],
+        }
+    }
+
+    pub fn push(&mut self, text: &str) -> &mut Self {
+        self.sql.push_str(text);
+        self
+    }
+
+    /// Appends `value` to the arguments; returns its placeholder (`$n`).
+    pub fn arg(&mut self, value: Value) -> String {
+        self.args.push(value);
+        format!("${}", self.args.len())
+    }
+}
+
+/// Binds every argument of a [`SqlBuf`] to a sqlx query, in order.
+macro_rules! bind_values {
+    ($query:expr, $args:expr) => {{
+        let mut q = $query;
+        for value in $args {
+            q = match value {
+                $crate::queries::Value::I64(v) => q.bind(*v),
+                $crate::queries::Value::Text(v) => q.bind(v.clone()),
+                $crate::queries::Value::Time(v) => q.bind(*v),
+            };
+        }
+        q
+    }};
+}
+pub(crate) use bind_values;
+
+/// A finished run whose final write was not rejected (`completion_rows` 1 or not recorded).
+const FINISHED_ACCEPTED: &str =
+    "r.finished_at IS NOT NULL AND (r.completion_rows IS NULL OR r.completion_rows <> 0)";
+
+/// The four error causes spelled out in `runs.error`; anything else counts as `other`.
+const NAMED_ERRORS: &str = "('timeout', 'api_error', 'context_overflow', 'crash')";
+
+/// A condition over `runs r` that holds exactly when the `STATE_SQL` twin decides `state`
+/// (with `$1` now, `$2`/`$3` the tokens), written so the partial indexes on `runs` apply.
+pub(crate) fn state_predicate(d: &Dialect, state: RunState) -> String {
+    let out = d.trimmed_output;
+    let ok = format!("{FINISHED_ACCEPTED} AND r.error IS NULL");
+    match state {
+        RunState::Running => "r.finished_at IS NULL AND r.lease_expires_at > $1".to_string(),
+        RunState::Silent => "r.finished_at IS NULL AND r.lease_expires_at <= $1".to_string(),
+        RunState::LostLease => "r.finished_at IS NOT NULL AND r.completion_rows = 0".to_string(),
+        RunState::Failed => format!("r.error IS NOT NULL AND {FINISHED_ACCEPTED}"),
+        RunState::EmptyOutput => format!("{ok} AND COALESCE({out}, '') = ''"),
+        RunState::NoAction => format!("{ok} AND {out} <> '' AND {out} = $2"),
+        RunState::Skip => format!("{ok} AND {out} <> '' AND {out} <> $2 AND {out} = $3"),
+        RunState::Acted => format!("{ok} AND {out} <> '' AND {out} <> $2 AND {out} <> $3"),
+    }
+}
+
+/// A condition over `runs r` that holds exactly when the run is a failure with `cause`.
+pub(crate) fn cause_predicate(d: &Dialect, cause: Cause) -> String {
+    match cause {
+        Cause::Silent => state_predicate(d, RunState::Silent),
+        Cause::LostLease => state_predicate(d, RunState::LostLease),
+        Cause::EmptyOutput => state_predicate(d, RunState::EmptyOutput),
+        Cause::Other => {
+            format!("r.error IS NOT NULL AND r.error NOT IN {NAMED_ERRORS} AND {FINISHED_ACCEPTED}")
+        }
+        named => {
+            // The four named causes are a closed vocabulary: safe to inline.
+            let error = named.as_error().unwrap_or(ErrorCause::Other).as_str();
+            format!("r.error = '{error}' AND {FINISHED_ACCEPTED}")
+        }
+    }
+}
+
+/// A run that finished having acted, as `lastword_core::run_acted` decides: `acted`, or a lost
+/// lease whose discarded output is an action. Both reduce to "finished, no error, an output
+/// that is neither blank nor a token", whatever `completion_rows` says.
+pub(crate) fn acted_predicate(d: &Dialect) -> String {
+    let out = d.trimmed_output;
+    format!("r.finished_at IS NOT NULL AND r.error IS NULL AND {out} <> '' AND {out} <> $2 AND {out} <> $3")
+}
+
+fn any_of(preds: impl IntoIterator<Item = String>) -> String {
+    let parts: Vec<String> = preds.into_iter().map(|p| format!("({p})")).collect();
+    format!("({})", parts.join(" OR "))
+}
+
+/// `%`, `_` and the escape character itself taken literally in a `LIKE … ESCAPE '\'` pattern.
+pub(crate) fn like_pattern(q: &str) -> String {
+    let mut p = String::with_capacity(q.len() + 2);
+    p.push('%');
+    for c in q.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// Whether the filter needs `tasks t` joined.
+fn needs_task_join(filter: &RunFilter) -> bool {
+    filter.kind.is_some() || filter.source.is_some()
+}
+
+/// The filter's conditions (AND-ed), with or without its state and cause selections.
+fn filter_conditions(d: &Dialect, buf: &mut SqlBuf, filter: &RunFilter, with_states: bool) -> Vec<String> {
+    let mut conds = Vec::new();
+    if let Some(w) = &filter.worker {
+        conds.push(format!("r.worker = {}", buf.arg(Value::Text(w.clone()))));
+    }
+    if let Some(k) = &filter.kind {
+        conds.push(format!("t.kind = {}", buf.arg(Value::Text(k.clone()))));
+    }
+    if let Some(s) = filter.source {
+        conds.push(format!("t.source = {}", buf.arg(Value::Text(s.as_str().to_string()))));
+    }
+    if let Some(id) = filter.task_id {
+        conds.push(format!("r.task_id = {}", buf.arg(Value::I64(id))));
+    }
+    if let Some(since) = filter.since {
+        conds.push(format!("r.claimed_at >= {}", buf.arg(Value::Time(since))));
+    }
+    if let Some(until) = filter.until {
+        conds.push(format!("r.claimed_at < {}", buf.arg(Value::Time(until))));
+    }
+    if let Some(q) = &filter.q {
+        let p = buf.arg(Value::Text(like_pattern(q)));
+        let like = d.ilike;
+        conds.push(format!(
+            "(r.output {like} {p} ESCAPE '\\' OR r.error {like} {p} ESCAPE '\\' OR r.error_detail {like} {p} ESCAPE '\\')"
+        ));
+    }
+    if with_states {
+        if !filter.states.is_empty() {
+            conds.push(any_of(filter.states.iter().map(|s| state_predicate(d, *s))));
+        }
+        if !filter.causes.is_empty() {
+            conds.push(any_of(filter.causes.iter().map(|c| cause_predicate(d, *c))));
+        }
+    }
+    conds
+}
+
+fn where_clause(conds: &[String]) -> String {
+    if conds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conds.join(" AND "))
+    }
+}
+
+/// The columns of a [`RunListRow`](crate::rows::RunListRow), from `runs r JOIN tasks t`.
+fn run_list_select(d: &Dialect) -> String {
+    format!(
+        "SELECT {}, {} AS state, t.kind, t.source, t.safety FROM runs r JOIN tasks t ON t.id = r.task_id",
+        crate::rows::RUN_COLUMNS,
+        d.state_sql
+    )
+}
+
+/// One keyset page, newest claim first; fetches `limit + 1` rows to know whether a next page
+/// exists.
+pub(crate) fn list_runs(
+    d: &Dialect,
+    filter: &RunFilter,
+    page: &PageRequest,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> SqlBuf {
+    let mut buf = SqlBuf::with_state_params(now, tokens);
+    let mut conds = filter_conditions(d, &mut buf, filter, true);
+    if let Some(Cursor { claimed_at, id }) = page.after {
+        let at = buf.arg(Value::Time(claimed_at));
+        let id = buf.arg(Value::I64(id));
+        conds.push(format!("(r.claimed_at < {at} OR (r.claimed_at = {at} AND r.id < {id}))"));
+    }
+    let limit = buf.arg(Value::I64(i64::from(page.limit) + 1));
+    let sql = format!(
+        "{}{} ORDER BY r.claimed_at DESC, r.id DESC LIMIT {limit}",
+        run_list_select(d),
+        where_clause(&conds)
+    );
+    buf.push(&sql);
+    buf
+}
+
+/// Failure runs matching the filter (its states and causes ignored), counted per state and
+/// error; the caller folds them into causes with `rows::cause_of`.
+pub(crate) fn cause_facets(d: &Dialect, filter: &RunFilter, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
+    let mut buf = SqlBuf::with_state_params(now, tokens);
+    let mut conds = filter_conditions(d, &mut buf, filter, false);
+    conds.push(any_of(Cause::ALL.iter().map(|c| cause_predicate(d, *c))));
+    let join = if needs_task_join(filter) { " JOIN tasks t ON t.id = r.task_id" } else { "" };
+    let sql = format!(
+        "SELECT {} AS state, r.error, COUNT(*) FROM runs r{join}{} GROUP BY 1, 2",
+        d.state_sql,
+        where_clause(&conds)
+    );
+    buf.push(&sql);
+    buf
+}
+
+/// Runs claimed in `[since, until)` counted per state and error.
+pub(crate) fn overview_counts(
+    d: &Dialect,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> SqlBuf {
+    let mut buf = SqlBuf::with_state_params(now, tokens);
+    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let sql = format!(
+        "SELECT {} AS state, r.error, COUNT(*) FROM runs r WHERE r.claimed_at >= {s} AND r.claimed_at < {u} \
+         GROUP BY 1, 2",
+        d.state_sql
+    );
+    buf.push(&sql);
+    buf
+}
+
+/// Runs claimed in `[since, until)` counted per time bucket (epoch seconds / `bucket_secs`)
+/// and state.
+pub(crate) fn overview_series(
+    d: &Dialect,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    bucket_secs: i64,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> SqlBuf {
+    let mut buf = SqlBuf::with_state_params(now, tokens);
+    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let b = buf.arg(Value::I64(bucket_secs));
+    let sql = format!(
+        "SELECT {} AS bucket, {} AS state, COUNT(*) FROM runs r \
+         WHERE r.claimed_at >= {s} AND r.claimed_at < {u} GROUP BY 1, 2 ORDER BY 1, 2",
+        (d.bucket)(&b),
+        d.state_sql
+    );
+    buf.push(&sql);
+    buf
+}
+
+/// The "needs attention" counts for `[since, until)` in one row: unsafe lost leases, unsafe
+/// double executions not compensated (among tasks with runs or effects in the window), silent
+/// runs, dead tasks.
+pub(crate) fn attention(
+    d: &Dialect,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> SqlBuf {
+    let mut buf = SqlBuf::with_state_params(now, tokens);
+    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let lost = state_predicate(d, RunState::LostLease);
+    let silent = state_predicate(d, RunState::Silent);
+    let acted = acted_predicate(d);
+    let sql = format!(
+        "SELECT \
+           (SELECT COUNT(*) FROM runs r JOIN tasks t ON t.id = r.task_id \
+             WHERE r.claimed_at >= {s} AND r.claimed_at < {u} AND t.safety = 'unsafe' AND {lost}), \
+           (SELECT COUNT(*) FROM tasks t \
+             WHERE t.safety = 'unsafe' AND t.compensated_at IS NULL \
+               AND t.id IN (SELECT r.task_id FROM runs r WHERE r.claimed_at >= {s} AND r.claimed_at < {u} \
+                            UNION SELECT e.task_id FROM effects e WHERE e.created_at >= {s} AND e.created_at < {u}) \
+               AND ((SELECT COUNT(DISTINCT e.lease_epoch) FROM effects e WHERE e.task_id = t.id) >= 2 \
+                    OR (SELECT COUNT(*) FROM runs r WHERE r.task_id = t.id AND {acted}) >= 2)), \
+           (SELECT COUNT(*) FROM runs r WHERE r.claimed_at >= {s} AND r.claimed_at < {u} AND {silent}), \
+           (SELECT COUNT(*) FROM tasks t WHERE t.status = 'dead' AND t.updated_at >= {s} AND t.updated_at < {u})"
+    );
+    buf.push(&sql);
+    buf
+}
+
+/// Per worker with runs claimed since `since`: runs, failures, last claim, last heartbeat.
+pub(crate) fn worker_activity(
+    d: &Dialect,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> SqlBuf {
+    let mut buf = SqlBuf::with_state_params(now, tokens);
+    let s = buf.arg(Value::Time(since));
+    let failure = any_of(RunState::ALL.iter().filter(|st| st.is_failure()).map(|st| state_predicate(d, *st)));
+    let sql = format!(
+        "SELECT r.worker, COUNT(*), COUNT(CASE WHEN {failure} THEN 1 END), MAX(r.claimed_at), MAX(r.heartbeat_at) \
+         FROM runs r WHERE r.claimed_at >= {s} GROUP BY r.worker"
+    );
+    buf.push(&sql);
+    buf
+}
+
+/// Every lease held now, with the claim and heartbeat of the run that holds it.
+pub(crate) const HELD_LEASES: &str =
+    "SELECT t.owner, t.id, t.lease_epoch, t.lease_expires_at, r.claimed_at, \
+     r.heartbeat_at FROM tasks t LEFT JOIN runs r ON r.task_id = t.id AND r.lease_epoch = t.lease_epoch \
+     WHERE t.status = 'leased' AND t.owner IS NOT NULL ORDER BY t.owner, t.id";
+
+/// At most this many runs on one timeline (the newest).
+pub(crate) const TIMELINE_CAP: i64 = 5000;
+
+/// Runs whose bar overlaps `[since, until]`: claimed before `until` and ending at or after
+/// `since`, where an unfinished run ends when its lease does (a silent run's bar stops at the
+/// lapse; a running one's lease is still in the future). Newest first, capped.
+pub(crate) fn timeline(
+    d: &Dialect,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> SqlBuf {
+    let mut buf = SqlBuf::with_state_params(now, tokens);
+    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let cap = buf.arg(Value::I64(TIMELINE_CAP));
+    let sql = format!(
+        "{} WHERE r.claimed_at <= {u} AND (r.claimed_at >= {s} OR r.finished_at >= {s} \
+           OR (r.finished_at IS NULL AND r.lease_expires_at >= {s})) \
+         ORDER BY r.claimed_at DESC, r.id DESC LIMIT {cap}",
+        run_list_select(d)
+    );
+    buf.push(&sql);
+    buf
+}
+
+// ---- Folding rows into the view types (pure, shared by both backends).
+
+fn parse_state(s: &str) -> RunState {
+    // The SQL twin only emits known states (see `rows::RunRow`).
+    s.parse::<RunState>().unwrap_or(RunState::Running)
+}
+
+/// A `(state, error, count)` row of the grouped count queries.
+pub(crate) type StateErrorCount = (String, Option<String>, i64);
+/// Counts per state and per cause, every value of each vocabulary listed in order.
+pub(crate) type StateAndCauseCounts = (Vec<(RunState, i64)>, Vec<(Cause, i64)>);
+
+/// `(state, error, count)` rows → counts per state and per failure cause, each in its
+/// vocabulary's order with zeros included.
+pub(crate) fn fold_state_error_counts(rows: &[StateErrorCount]) -> StateAndCauseCounts {
+    let mut by_state: Vec<(RunState, i64)> = RunState::ALL.iter().map(|s| (*s, 0)).collect();
+    let mut by_cause: Vec<(Cause, i64)> = Cause::ALL.iter().map(|c| (*c, 0)).collect();
+    for (state, error, n) in rows {
+        let state = parse_state(state);
+        if let Some(slot) = by_state.iter_mut().find(|(s, _)| *s == state) {
+            slot.1 += n;
+        }
+        if let Some(cause) = crate::rows::cause_of(state, error.as_deref()) {
+            if let Some(slot) = by_cause.iter_mut().find(|(c, _)| *c == cause) {
+                slot.1 += n;
+            }
+        }
+    }
+    (by_state, by_cause)
+}
+
+/// At most this many buckets are filled in with zeros; a finer series is returned sparse.
+pub(crate) const MAX_FILLED_BUCKETS: i64 = 2000;
+
+/// `(bucket, state, count)` rows (bucket = epoch seconds / `bucket_secs`) → one [`Bucket`]
+/// per bucket from `since` to `until`, oldest first, every state listed.
+pub(crate) fn fold_series(
+    rows: &[(i64, String, i64)],
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    bucket_secs: i64,
+) -> Vec<Bucket> {
+    let first = since.timestamp().div_euclid(bucket_secs);
+    // `until` is exclusive: a run claimed exactly at `until` is not counted.
+    let last = (until.timestamp() - i64::from(until.timestamp_subsec_nanos() == 0)).div_euclid(bucket_secs);
+    let mut keys: Vec<i64> = if last >= first && last - first < MAX_FILLED_BUCKETS {
+        (first..=last).collect()
+    } else {
+        Vec::new()
+    };
+    keys.extend(rows.iter().map(|(b, _, _)| *b));
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .map(|b| {
+            let mut counts: Vec<(RunState, i64)> = RunState::ALL.iter().map(|s| (*s, 0)).collect();
+            for (_, state, n) in rows.iter().filter(|(rb, _, _)| *rb == b) {
+                let state = parse_state(state);
+                if let Some(slot) = counts.iter_mut().find(|(s, _)| *s == state) {
+                    slot.1 += n;
+                }
+            }
+            Bucket { start: DateTime::from_timestamp(b.saturating_mul(bucket_secs), 0), counts }
+        })
+        .collect()
+}
+
+/// Per-worker activity in the window, merged with the leases held now.
+pub(crate) type ActivityRow = (String, i64, i64, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+/// A held lease: owner, task, epoch, expiry, and the claim and heartbeat of its run.
+pub(crate) type LeaseRow =
+    (String, i64, i64, Option<DateTime<Utc>>, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+pub(crate) fn fold_workers(
+    activity: Vec<ActivityRow>,
+    leases: Vec<LeaseRow>,
+    now: DateTime<Utc>,
+) -> Vec<WorkerSummary> {
+    let mut by_name: std::collections::BTreeMap<String, WorkerSummary> = std::collections::BTreeMap::new();
+    let blank = |worker: &str| WorkerSummary {
+        worker: worker.to_string(),
+        runs: 0,
+        failures: 0,
+        last_claim_at: None,
+        last_heartbeat_at: None,
+        leases: Vec::new(),
+        holds_lapsed_lease: false,
+    };
+    for (worker, runs, failures, last_claim, last_heartbeat) in activity {
+        let w = by_name.entry(worker.clone()).or_insert_with(|| blank(&worker));
+        w.runs = runs;
+        w.failures = failures;
+        w.last_claim_at = last_claim;
+        w.last_heartbeat_at = last_heartbeat;
+    }
+    for (owner, task_id, lease_epoch, lease_expires_at, claimed_at, heartbeat_at) in leases {
+        let w = by_name.entry(owner.clone()).or_insert_with(|| blank(&owner));
+        w.last_claim_at = w.last_claim_at.max(claimed_at);
+        w.last_heartbeat_at = w.last_heartbeat_at.max(heartbeat_at);
+        w.holds_lapsed_lease |= lease_expires_at.is_some_and(|e| e <= now);
+        w.leases.push(HeldLease { task_id, lease_epoch, lease_expires_at });
+    }
+    by_name.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns_escape_wildcards() {
+        assert_eq!(like_pattern("50% off"), "%50\\% off%");
+        assert_eq!(like_pattern("a_b\\c"), "%a\\_b\\\\c%");
+        assert_eq!(like_pattern("plain"), "%plain%");
+    }
+
+    #[test]
+    fn placeholders_follow_the_arguments() {
+        let mut buf = SqlBuf::with_state_params(Utc::now(), &Tokens::default());
+        assert_eq!(buf.arg(Value::I64(1)), "$4");
+        assert_eq!(buf.arg(Value::Text("x".into())), "$5");
+        assert_eq!(buf.args.len(), 5);
+    }
+
+    #[test]
+    fn list_queries_number_their_parameters_in_order() {
+        let d = &crate::postgres::dialect::DIALECT;
+        let filter = RunFilter {
+            worker: Some("w".into()),
+            causes: vec![Cause::Timeout, Cause::LostLease],
+            q: Some("x".into()),
+            ..RunFilter::default()
+        };
+        let page = PageRequest { limit: 10, after: Some(Cursor { claimed_at: Utc::now(), id: 3 }) };
+        let buf = list_runs(d, &filter, &page, Utc::now(), &Tokens::default());
+        // worker, q, cursor time, cursor id, limit after the three state parameters.
+        assert_eq!(buf.args.len(), 8);
+        for n in 1..=8 {
+            assert!(buf.sql.contains(&format!("${n}")), "${n} unused in {}", buf.sql);
+        }
+        assert!(!buf.sql.contains("$9"));
+        assert!(matches!(buf.args[7], Value::I64(11)), "limit + 1");
+    }
+
+    #[test]
+    fn both_dialects_trim_like_their_state_twin() {
+        for d in [&crate::postgres::dialect::DIALECT, &crate::sqlite::dialect::DIALECT] {
+            assert!(d.state_sql.contains(d.trimmed_output), "{}", d.trimmed_output);
+        }
+    }
+
+    #[test]
+    fn series_are_filled_with_empty_buckets() {
+        let t = |s: i64| DateTime::from_timestamp(s, 0).unwrap();
+        let rows =
+            vec![(3, "acted".to_string(), 2), (3, "silent".to_string(), 1), (5, "acted".to_string(), 4)];
+        // [250, 600) in 100 s buckets: 2, 3, 4, 5.
+        let series = fold_series(&rows, t(250), t(600), 100);
+        let starts: Vec<i64> = series.iter().map(|b| b.start.unwrap().timestamp()).collect();
+        assert_eq!(starts, vec![200, 300, 400, 500]);
+        let acted = |b: &Bucket| b.counts.iter().find(|(s, _)| *s == RunState::Acted).unwrap().1;
+        assert_eq!(series.iter().map(acted).collect::<Vec<_>>(), vec![0, 2, 0, 4]);
+        assert!(series.iter().all(|b| b.counts.len() == RunState::ALL.len()));
+    }
+}
