@@ -229,7 +229,11 @@ pub(crate) fn list_runs(
     if let Some(Cursor { claimed_at, id }) = page.after {
         let at = buf.arg(Value::Time(claimed_at));
         let id = buf.arg(Value::I64(id));
-        conds.push(format!("(r.claimed_at < {at} OR (r.claimed_at = {at} AND r.id < {id}))"));
+        // The leading `<=` is redundant but sargable: it bounds the index range scan, which the
+        // OR alone does not on either backend.
+        conds.push(format!(
+            "r.claimed_at <= {at} AND (r.claimed_at < {at} OR (r.claimed_at = {at} AND r.id < {id}))"
+        ));
     }
     let limit = buf.arg(Value::I64(i64::from(page.limit) + 1));
     let sql = format!(
