@@ -5,6 +5,7 @@
 pub mod api;
 mod app;
 pub mod components;
+pub mod live;
 pub mod pages;
 
 pub use app::{shell, App};

@@ -1,7 +1,9 @@
 //! The lastword server as a library, so tests drive exactly the router the binary serves.
 
 pub mod cli;
+pub mod events;
 pub mod health;
+pub mod live;
 pub mod routes;
 pub mod serve;
 pub mod state;

@@ -1,5 +1,6 @@
 //! Everything a request handler may need, built once at start-up and shared by reference.
 
+use crate::live::{LiveConfig, LiveHub};
 use axum::extract::FromRef;
 use lastword_store::Store;
 use leptos::prelude::LeptosOptions;
@@ -9,11 +10,22 @@ use std::sync::Arc;
 pub struct AppState {
     pub leptos_options: LeptosOptions,
     pub store: Arc<dyn Store>,
+    /// Browsers connected to the live-update stream right now.
+    pub live_clients: Arc<std::sync::atomic::AtomicI64>,
+    /// The process's one database watcher for live updates (started on first use, or by
+    /// `serve` at start-up).
+    pub live: LiveHub,
 }
 
 impl AppState {
     pub fn new(leptos_options: LeptosOptions, store: Arc<dyn Store>) -> Self {
-        AppState { leptos_options, store }
+        let live = LiveHub::new(store.db().clone(), LiveConfig::default());
+        Self::with_live(leptos_options, store, live)
+    }
+
+    /// With a hub of one's own (other timings, or shared by several routers in a test).
+    pub fn with_live(leptos_options: LeptosOptions, store: Arc<dyn Store>, live: LiveHub) -> Self {
+        AppState { leptos_options, store, live_clients: Arc::new(std::sync::atomic::AtomicI64::new(0)), live }
     }
 }
 

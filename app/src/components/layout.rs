@@ -1,5 +1,6 @@
 //! The frame around every page: navigation, theme, and the place for global banners.
 
+use crate::live::LiveBanner;
 use leptos::prelude::*;
 
 /// Theme preference: follow the system unless the operator chose.
@@ -84,6 +85,7 @@ pub fn Layout(children: Children) -> impl IntoView {
                     {move || format!("Theme: {}", theme.get().as_str())}
                 </button>
             </nav>
+            <LiveBanner />
             <main>{children()}</main>
         </div>
     }
