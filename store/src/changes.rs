@@ -159,7 +159,9 @@ pub async fn prune_changes(db: &Db, older_than: DateTime<Utc>) -> Result<u64, St
             Db::Postgres(p) => {
                 sqlx::query(SQL).bind(older_than).bind(PRUNE_BATCH).execute(p).await?.rows_affected()
             }
-            Db::Sqlite(p) => sqlx::query(SQL).bind(older_than).bind(PRUNE_BATCH).execute(p).await?.rows_affected(),
+            Db::Sqlite(p) => {
+                sqlx::query(SQL).bind(older_than).bind(PRUNE_BATCH).execute(p).await?.rows_affected()
+            }
         };
         deleted += n;
         if n < PRUNE_BATCH as u64 {
