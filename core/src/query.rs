@@ -113,13 +113,9 @@ pub fn parse_age(value: &str) -> Option<Duration> {
     (seconds > 0 && seconds <= 366 * 86_400).then(|| Duration::seconds(seconds))
 }
 
-fn list<T: std::str::FromStr<Err = crate::state::UnknownValue>>(
-    param: &str,
-    value: &str,
-    into: &mut Vec<T>,
-) -> Result<(), ParamError>
+fn list<T>(param: &str, value: &str, into: &mut Vec<T>) -> Result<(), ParamError>
 where
-    T: PartialEq,
+    T: std::str::FromStr<Err = crate::state::UnknownValue> + PartialEq,
 {
     for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let parsed = part.parse::<T>().map_err(|e| ParamError::new(param, e.message))?;
