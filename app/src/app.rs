@@ -1,6 +1,7 @@
 //! The HTML shell and the route table, nothing else.
 
 use crate::components::layout::Layout;
+use crate::live::{provide_live_feed, LiveMeta};
 use crate::pages::failures::FailuresPage;
 use crate::pages::overview::OverviewPage;
 use crate::pages::task::TaskPage;
@@ -23,6 +24,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <AutoReload options=options.clone() />
                 <HydrationScripts options />
                 <MetaTags />
+                <LiveMeta />
             </head>
             <body>
                 <App />
@@ -34,6 +36,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    // One live-update stream for the page; pages read it with `use_live_feed()`.
+    provide_live_feed();
     view! {
         <Stylesheet id="leptos" href="/pkg/lastword.css" />
         <Title formatter=|page: String| if page.is_empty() { "lastword".to_string() } else { format!("{page} · lastword") } />

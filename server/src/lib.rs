@@ -2,7 +2,9 @@
 
 pub mod api;
 pub mod cli;
+pub mod events;
 pub mod health;
+pub mod live;
 pub mod metrics;
 pub mod routes;
 pub mod serve;

@@ -15,6 +15,9 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
     let mut options = leptos_options();
     options.site_addr = args.addr;
     let state = AppState::new(options, store.clone());
+    // One database watcher for the whole process, fanned out to every browser (docs/live.md).
+    let live = state.live.clone();
+    live.ensure_started();
     let app = crate::router(state);
 
     // The demo fleet stops when the server does.
@@ -37,12 +40,18 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
         tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
     tracing::info!("serving the dashboard at http://{}", listener.local_addr()?);
     axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            let _ = stop_fleet.send(true);
+        .with_graceful_shutdown({
+            let live = live.clone();
+            async move {
+                shutdown_signal().await;
+                let _ = stop_fleet.send(true);
+                // Ends every live-update stream, which would otherwise hold the shutdown open.
+                live.shutdown().await;
+            }
         })
         .await
         .context("server error")?;
+    live.shutdown().await;
     if let Some(fleet) = fleet {
         match fleet.await {
             Ok(Ok(report)) => tracing::info!("demo fleet stopped: {report}"),

@@ -1,5 +1,6 @@
 //! Everything a request handler may need, built once at start-up and shared by reference.
 
+use crate::live::{LiveConfig, LiveHub};
 use axum::extract::FromRef;
 use lastword_store::Store;
 use leptos::prelude::LeptosOptions;
@@ -15,15 +16,25 @@ pub struct AppState {
     pub live_clients: Arc<AtomicI64>,
     /// The `/metrics` reading of the store, refreshed at most every ten seconds.
     pub metrics: Arc<crate::metrics::MetricsCache>,
+    /// The process's one database watcher for live updates (started on first use, or by
+    /// `serve` at start-up).
+    pub live: LiveHub,
 }
 
 impl AppState {
     pub fn new(leptos_options: LeptosOptions, store: Arc<dyn Store>) -> Self {
+        let live = LiveHub::new(store.db().clone(), LiveConfig::default());
+        Self::with_live(leptos_options, store, live)
+    }
+
+    /// With a hub of one's own (other timings, or shared by several routers in a test).
+    pub fn with_live(leptos_options: LeptosOptions, store: Arc<dyn Store>, live: LiveHub) -> Self {
         AppState {
             leptos_options,
             store,
             live_clients: Arc::new(AtomicI64::new(0)),
             metrics: Arc::new(crate::metrics::MetricsCache::default()),
+            live,
         }
     }
 }

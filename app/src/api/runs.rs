@@ -24,7 +24,8 @@ pub async fn list_failures(query: String) -> Result<RunsAnswer, ServerFnError> {
         filter.states = lastword_core::RunState::ALL.into_iter().filter(|s| s.is_failure()).collect();
     }
     let store = super::ssr::store()?;
-    let (runs, facets) = tokio::try_join!(store.list_runs(&filter, &page, now), store.cause_facets(&filter, now))
-        .map_err(super::ssr::store_error)?;
+    let (runs, facets) =
+        tokio::try_join!(store.list_runs(&filter, &page, now), store.cause_facets(&filter, now))
+            .map_err(super::ssr::store_error)?;
     Ok(RunsAnswer::Page { page: runs, facets })
 }

@@ -1,5 +1,6 @@
 //! The frame around every page: navigation, theme, and the place for global banners.
 
+use crate::live::LiveBanner;
 use leptos::prelude::*;
 
 /// Theme preference: follow the system unless the operator chose.
@@ -107,6 +108,7 @@ pub fn Layout(children: Children) -> impl IntoView {
                     "?"
                 </button>
             </nav>
+            <LiveBanner />
             <main id="content">{children()}</main>
             <ShortcutHelp open=help />
         </div>

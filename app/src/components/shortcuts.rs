@@ -56,7 +56,9 @@ pub fn install_shortcuts(help: RwSignal<bool>, utc: RwSignal<bool>) {
                 .unwrap_or(false);
             if typing {
                 if e.key() == "Escape" {
-                    if let Some(el) = document().active_element().and_then(|a| a.dyn_into::<web_sys::HtmlElement>().ok()) {
+                    if let Some(el) =
+                        document().active_element().and_then(|a| a.dyn_into::<web_sys::HtmlElement>().ok())
+                    {
                         let _ = el.blur();
                     }
                 }
@@ -101,13 +103,28 @@ pub fn install_shortcuts(help: RwSignal<bool>, utc: RwSignal<bool>) {
                     if n == 0 {
                         return;
                     }
-                    let next = if key == "j" { (row.get_untracked() + 1).min(n - 1) } else { (row.get_untracked() - 1).max(0) };
+                    let next = if key == "j" {
+                        (row.get_untracked() + 1).min(n - 1)
+                    } else {
+                        (row.get_untracked() - 1).max(0)
+                    };
                     row.set(next);
                     for i in 0..n {
-                        if let Some(el) = rows.item(i as u32).and_then(|n| n.dyn_into::<web_sys::Element>().ok()) {
-                            let _ = if i == next { el.class_list().add_1("selected") } else { el.class_list().remove_1("selected") };
+                        if let Some(el) =
+                            rows.item(i as u32).and_then(|n| n.dyn_into::<web_sys::Element>().ok())
+                        {
+                            let _ = if i == next {
+                                el.class_list().add_1("selected")
+                            } else {
+                                el.class_list().remove_1("selected")
+                            };
                             if i == next {
-                                if let Some(link) = el.query_selector("a").ok().flatten().and_then(|a| a.dyn_into::<web_sys::HtmlElement>().ok()) {
+                                if let Some(link) = el
+                                    .query_selector("a")
+                                    .ok()
+                                    .flatten()
+                                    .and_then(|a| a.dyn_into::<web_sys::HtmlElement>().ok())
+                                {
                                     let _ = link.focus();
                                 }
                             }

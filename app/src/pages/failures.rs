@@ -12,8 +12,14 @@ use leptos_meta::Title;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
-const SINCE_CHOICES: [(&str, &str); 6] =
-    [("", "any time"), ("15m", "15 minutes"), ("1h", "1 hour"), ("6h", "6 hours"), ("24h", "24 hours"), ("7d", "7 days")];
+const SINCE_CHOICES: [(&str, &str); 6] = [
+    ("", "any time"),
+    ("15m", "15 minutes"),
+    ("1h", "1 hour"),
+    ("6h", "6 hours"),
+    ("24h", "24 hours"),
+    ("7d", "7 days"),
+];
 
 #[component]
 pub fn FailuresPage() -> impl IntoView {
@@ -26,7 +32,14 @@ pub fn FailuresPage() -> impl IntoView {
 
     let param = move |k: &str| query.read().get(k).unwrap_or_default();
     let causes_selected = move || {
-        query.read().get_all("cause").unwrap_or_default().join(",").split(',').map(str::to_string).collect::<Vec<_>>()
+        query
+            .read()
+            .get_all("cause")
+            .unwrap_or_default()
+            .join(",")
+            .split(',')
+            .map(str::to_string)
+            .collect::<Vec<_>>()
     };
 
     view! {
@@ -175,8 +188,13 @@ fn RunRow(item: RunListItem) -> impl IntoView {
             <q>{run.output.clone().unwrap_or_default()}</q>
         }
         .into_any(),
-        RunState::EmptyOutput => view! { <span class="label">"∅ no output — the contract reserves empty for failure"</span> }.into_any(),
-        RunState::Silent => view! { <span class="label">"never reported an end; lease lapsed"</span> }.into_any(),
+        RunState::EmptyOutput => {
+            view! { <span class="label">"∅ no output — the contract reserves empty for failure"</span> }
+                .into_any()
+        }
+        RunState::Silent => {
+            view! { <span class="label">"never reported an end; lease lapsed"</span> }.into_any()
+        }
         _ => {
             let text = match (&run.error, &run.error_detail) {
                 (Some(e), Some(d)) => format!("{e}: {d}"),

@@ -24,7 +24,8 @@ pub fn OverviewPage() -> impl IntoView {
     // Bumped by the refresh button; the resources refetch whenever it changes.
     let refreshes = RwSignal::new(0u32);
     let totals = Resource::new(move || (refreshes.get(), live.get()), |_| get_totals());
-    let overview = Resource::new(move || (window.get(), refreshes.get(), live.get()), |(w, _, _)| get_overview(w));
+    let overview =
+        Resource::new(move || (window.get(), refreshes.get(), live.get()), |(w, _, _)| get_overview(w));
 
     view! {
         <Title text="Overview" />

@@ -17,12 +17,15 @@ pub fn TaskPage() -> impl IntoView {
     let params = use_params_map();
     let id = Memo::new(move |_| params.read().get("id").and_then(|s| s.parse::<i64>().ok()));
     let live = live_version();
-    let detail = Resource::new(move || (id.get(), live.get()), |(id, _)| async move {
-        match id {
-            Some(id) => get_task(id).await,
-            None => Ok(None),
-        }
-    });
+    let detail = Resource::new(
+        move || (id.get(), live.get()),
+        |(id, _)| async move {
+            match id {
+                Some(id) => get_task(id).await,
+                None => Ok(None),
+            }
+        },
+    );
     view! {
         <Title text=move || id.get().map(|i| format!("Task #{i}")).unwrap_or_else(|| "Task".into()) />
         <section class="page">
@@ -190,7 +193,9 @@ fn Story(runs: Vec<Run>, effects: Vec<Effect>) -> impl IntoView {
     let t1 = runs.iter().map(end_of).chain(effects.iter().map(|e| e.created_at)).max().unwrap_or(now);
     let span = ((t1 - t0).num_milliseconds().max(1000)) as f64;
     let (label_w, width, lane_h) = (150.0, 900.0, 28.0);
-    let x = move |t: DateTime<Utc>| label_w + (t - t0).num_milliseconds() as f64 / span * (width - label_w - 20.0);
+    let x = move |t: DateTime<Utc>| {
+        label_w + (t - t0).num_milliseconds() as f64 / span * (width - label_w - 20.0)
+    };
     let height = lane_h * runs.len() as f64 + 24.0;
 
     // Windows in which two runs both ran: where double execution becomes possible.

@@ -18,12 +18,19 @@ const ZOOMS: [i64; 4] = [5, 15, 60, 240];
 pub fn TimelinePage() -> impl IntoView {
     let query = use_query_map();
     let minutes = Memo::new(move |_| {
-        query.read().get("minutes").and_then(|m| m.parse::<i64>().ok()).filter(|m| ZOOMS.contains(m)).unwrap_or(15)
+        query
+            .read()
+            .get("minutes")
+            .and_then(|m| m.parse::<i64>().ok())
+            .filter(|m| ZOOMS.contains(m))
+            .unwrap_or(15)
     });
     let paused = RwSignal::new(false);
     let live = live_version();
     // While paused the data stays as it was; resuming catches up at once.
-    let live_key = Memo::new(move |prev: Option<&u64>| if paused.get() { prev.copied().unwrap_or(0) } else { live.get() });
+    let live_key = Memo::new(
+        move |prev: Option<&u64>| if paused.get() { prev.copied().unwrap_or(0) } else { live.get() },
+    );
     let data = Resource::new(move || (minutes.get(), live_key.get()), |(m, _)| get_timeline(m));
     let prefs = crate::components::time::use_time_prefs();
 
@@ -128,11 +135,21 @@ fn Swimlanes(data: TimelineData, minutes: i64, now: RwSignal<DateTime<Utc>>, fro
     .into_any()
 }
 
-fn bar(item: &RunListItem, y: f64, lane_h: f64, now: DateTime<Utc>, x: &impl Fn(DateTime<Utc>) -> f64) -> impl IntoView {
+fn bar(
+    item: &RunListItem,
+    y: f64,
+    lane_h: f64,
+    now: DateTime<Utc>,
+    x: &impl Fn(DateTime<Utc>) -> f64,
+) -> impl IntoView {
     let r = &item.run;
     // Live state: an unfinished run turns silent the moment its lease lapses, without a refetch.
     let state = if r.finished_at.is_none() {
-        if r.lease_expires_at > now { RunState::Running } else { RunState::Silent }
+        if r.lease_expires_at > now {
+            RunState::Running
+        } else {
+            RunState::Silent
+        }
     } else {
         r.state
     };
@@ -151,7 +168,10 @@ fn bar(item: &RunListItem, y: f64, lane_h: f64, now: DateTime<Utc>, x: &impl Fn(
         r.worker,
         r.lease_epoch,
         label,
-        r.output.as_deref().map(|o| format!(": {}", o.chars().take(80).collect::<String>())).unwrap_or_default()
+        r.output
+            .as_deref()
+            .map(|o| format!(": {}", o.chars().take(80).collect::<String>()))
+            .unwrap_or_default()
     );
     // The <g> root makes the macro build an SVG <a> (an HTML one would not render inside <svg>).
     view! {

@@ -1,0 +1,725 @@
+//! The live-update hub: ONE database watcher per server process, fanned out to every browser.
+//!
+//! A background task follows `change_log` (migration 0002) and broadcasts what it reads through
+//! a [`tokio::sync::broadcast`] channel; each `GET /api/v1/events` stream
+//! ([`crate::events`]) is one receiver. So the database sees one listener and one reader per
+//! dashboard process however many people watch.
+//!
+//! - **PostgreSQL**: a [`PgListener`] on `lastword_changes` (the triggers `pg_notify` the new
+//!   change id on commit) wakes the reader; bursts are coalesced (pending notifications are
+//!   drained, and reads are at least [`LiveConfig::min_read_interval`] apart). A read every
+//!   [`LiveConfig::safety_interval`] catches anything a lost notification would have delayed and
+//!   doubles as a health check.
+//! - **SQLite**: a read every [`LiveConfig::poll_interval`] (a primary-key range scan).
+//!
+//! **Out-of-order commits.** PostgreSQL hands out change ids when rows are written, but they
+//! become visible when their transactions commit, so id 11 can be read before id 10. The hub's
+//! [`Tracker`] remembers such gaps with the reading snapshot's `xmax`, fills them as the rows
+//! appear, and gives a gap up only once the oldest running transaction is past that horizon (no
+//! transaction that could still commit it is running), or after [`LiveConfig::gap_max_wait`].
+//! The *watermark* — every id at or below it was delivered or never will exist — is what
+//! clients resume from, so a browser that reconnects never misses a change (it may see one
+//! twice, which only costs a refetch).
+//!
+//! **Outages.** The database's health is published in a [`watch`] channel (streams send
+//! `status` events). The listener reconnects with capped backoff; after any reconnection the
+//! reader catches up from where it was, so nothing is missed. An outage longer than half the
+//! log's retention ends with a `reset` broadcast: another server may have pruned what this one
+//! never read.
+
+use chrono::Utc;
+use lastword_store::changes::{self, Change};
+use lastword_store::{Db, StoreError};
+use sqlx::postgres::{PgListener, PgPool};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// The PostgreSQL channel the triggers notify.
+pub const CHANNEL: &str = "lastword_changes";
+
+/// Timings and sizes of the hub. The defaults suit production; tests shorten them.
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    /// SQLite: how often the log is read.
+    pub poll_interval: Duration,
+    /// PostgreSQL: reads are at least this far apart, however many notifications arrive.
+    pub min_read_interval: Duration,
+    /// PostgreSQL: a read at least this often even without notifications.
+    pub safety_interval: Duration,
+    /// While gaps are open, how often they are looked up again.
+    pub gap_check_interval: Duration,
+    /// A gap still missing after this long is given up (normally the transaction horizon
+    /// settles it in milliseconds; this bounds the wait behind a long-running transaction).
+    pub gap_max_wait: Duration,
+    /// Rows per read.
+    pub read_batch: i64,
+    /// Listener reconnection backoff: first wait and cap.
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    /// Changes older than this are pruned from the log.
+    pub retention: Duration,
+    /// How often the pruning runs.
+    pub prune_interval: Duration,
+    /// Broadcast batches a slow stream may lag behind before it gets a `reset`.
+    pub channel_capacity: usize,
+    /// A resuming client more than this many changes behind gets a `reset` instead of a replay.
+    pub replay_limit: i64,
+    /// SSE comment lines at least this often, so proxies keep idle streams open.
+    pub keep_alive: Duration,
+}
+
+impl Default for LiveConfig {
+    fn default() -> Self {
+        LiveConfig {
+            poll_interval: Duration::from_millis(500),
+            min_read_interval: Duration::from_millis(50),
+            safety_interval: Duration::from_secs(10),
+            gap_check_interval: Duration::from_millis(100),
+            gap_max_wait: Duration::from_secs(60),
+            read_batch: 1_000,
+            backoff_initial: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(10),
+            retention: Duration::from_secs(3600),
+            prune_interval: Duration::from_secs(300),
+            channel_capacity: 1_024,
+            replay_limit: 10_000,
+            keep_alive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What the hub broadcasts to every stream.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LiveMsg {
+    /// Changes read together (usually ascending; a filled gap may come later than higher ids),
+    /// and the watermark after them.
+    Changes { changes: Arc<[Change]>, watermark: i64 },
+    /// The hub may have missed changes (a long outage): clients reload everything.
+    Reset { watermark: i64 },
+}
+
+/// Counters for tests and metrics. `loops_started` stays 1 per hub however many clients
+/// connect; `listener_connections` counts PostgreSQL LISTEN connections (reconnections add one).
+#[derive(Debug, Default)]
+pub struct HubStats {
+    pub loops_started: AtomicU64,
+    pub listener_connections: AtomicU64,
+    pub reads: AtomicU64,
+    pub broadcasts: AtomicU64,
+    pub pruned: AtomicU64,
+}
+
+/// One per server process; cheap to clone (all clones share the one background task).
+#[derive(Clone)]
+pub struct LiveHub {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Db,
+    config: LiveConfig,
+    sender: broadcast::Sender<LiveMsg>,
+    db_up: watch::Sender<bool>,
+    /// The watermark, or -1 before the first read.
+    watermark: Arc<AtomicI64>,
+    stats: Arc<HubStats>,
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl LiveHub {
+    /// A hub over `db`, not yet running: [`LiveHub::ensure_started`] starts it (the server does
+    /// at start-up; the events endpoint does on first use).
+    pub fn new(db: Db, config: LiveConfig) -> LiveHub {
+        let (sender, _) = broadcast::channel(config.channel_capacity.max(1));
+        LiveHub {
+            inner: Arc::new(Inner {
+                db,
+                config,
+                sender,
+                db_up: watch::channel(true).0,
+                watermark: Arc::new(AtomicI64::new(-1)),
+                stats: Arc::new(HubStats::default()),
+                stop: watch::channel(false).0,
+                task: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Starts the background task unless it runs already (or the hub was shut down). Needs a
+    /// Tokio runtime.
+    pub fn ensure_started(&self) {
+        let mut task = self.inner.task.lock().expect("hub lock");
+        if task.is_some() || *self.inner.stop.borrow() {
+            return;
+        }
+        let worker = Worker {
+            db: self.inner.db.clone(),
+            config: self.inner.config.clone(),
+            sender: self.inner.sender.clone(),
+            db_up: self.inner.db_up.clone(),
+            watermark: self.inner.watermark.clone(),
+            stats: self.inner.stats.clone(),
+            stop: self.inner.stop.subscribe(),
+            tracker: None,
+            down_since: None,
+        };
+        *task = Some(tokio::spawn(worker.run()));
+    }
+
+    /// Stops the background task and ends every stream (so a graceful shutdown is not held up
+    /// by open browsers). Idempotent.
+    pub async fn shutdown(&self) {
+        self.inner.stop.send_replace(true);
+        let task = self.inner.task.lock().expect("hub lock").take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<LiveMsg> {
+        self.inner.sender.subscribe()
+    }
+
+    /// `true` while the database answers (and, on PostgreSQL, the listener is connected).
+    pub fn db_up(&self) -> watch::Receiver<bool> {
+        self.inner.db_up.subscribe()
+    }
+
+    /// Becomes `true` when the hub shuts down.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.inner.stop.subscribe()
+    }
+
+    /// Every change id at or below this was broadcast or never will exist; `None` before the
+    /// hub's first read.
+    pub fn watermark(&self) -> Option<i64> {
+        Some(self.inner.watermark.load(Ordering::Acquire)).filter(|w| *w >= 0)
+    }
+
+    pub fn stats(&self) -> &HubStats {
+        &self.inner.stats
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    pub fn config(&self) -> &LiveConfig {
+        &self.inner.config
+    }
+
+    /// Streams currently subscribed.
+    pub fn receivers(&self) -> usize {
+        self.inner.sender.receiver_count()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The task holds no handle to `Inner`; tell it nobody is left.
+        self.stop.send_replace(true);
+    }
+}
+
+/// What the listener task reports to the reader.
+#[derive(Debug)]
+enum ListenerEvent {
+    /// LISTEN is in place (first time or after a reconnection): read to catch up.
+    Connected,
+    /// A notification; the payload is the new change's id (`i64::MAX` if unreadable).
+    Notified(i64),
+    /// Connecting failed: the database is unreachable for now.
+    Down(String),
+}
+
+struct Worker {
+    db: Db,
+    config: LiveConfig,
+    sender: broadcast::Sender<LiveMsg>,
+    db_up: watch::Sender<bool>,
+    watermark: Arc<AtomicI64>,
+    stats: Arc<HubStats>,
+    stop: watch::Receiver<bool>,
+    tracker: Option<Tracker>,
+    down_since: Option<Instant>,
+}
+
+impl Worker {
+    async fn run(mut self) {
+        self.stats.loops_started.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(backend = self.db.backend().as_str(), "live updates: watching the change log");
+        match self.db.clone() {
+            Db::Postgres(pool) => self.run_postgres(pool).await,
+            Db::Sqlite(_) => self.run_polling().await,
+        }
+        tracing::info!("live updates: stopped");
+    }
+
+    fn stopped(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    async fn run_polling(&mut self) {
+        let mut next_prune = Instant::now() + self.config.prune_interval;
+        let mut stop = self.stop.clone();
+        loop {
+            let ok = self.catch_up().await;
+            self.set_db_up(ok);
+            if !self.db_open() {
+                return;
+            }
+            if ok && Instant::now() >= next_prune {
+                self.prune().await;
+                next_prune = Instant::now() + self.config.prune_interval;
+            }
+            let wait =
+                if self.has_gaps() { self.config.gap_check_interval } else { self.config.poll_interval };
+            tokio::select! {
+                _ = stop.changed() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+            if self.stopped() {
+                return;
+            }
+        }
+    }
+
+    async fn run_postgres(&mut self, pool: PgPool) {
+        let (events_tx, mut events) = mpsc::channel(4_096);
+        let listener = tokio::spawn(listen(pool, self.config.clone(), events_tx, self.stats.clone()));
+        // The listener task ends with this one, whichever way this one ends.
+        let _abort = AbortOnDrop(listener);
+        let mut stop = self.stop.clone();
+        let mut listening = false;
+        let mut need_read = false;
+        let mut last_read: Option<Instant> = None;
+        let mut next_prune = Instant::now() + self.config.prune_interval;
+        loop {
+            let wait =
+                if self.has_gaps() { self.config.gap_check_interval } else { self.config.safety_interval };
+            tokio::select! {
+                _ = stop.changed() => return,
+                event = events.recv() => match event {
+                    None => return,
+                    Some(event) => {
+                        self.on_listener_event(event, &mut listening, &mut need_read);
+                        // Coalesce: take every notification already waiting.
+                        while let Ok(event) = events.try_recv() {
+                            self.on_listener_event(event, &mut listening, &mut need_read);
+                        }
+                    }
+                },
+                _ = tokio::time::sleep(wait) => need_read = true,
+            }
+            if !need_read {
+                continue;
+            }
+            // Reads at most every `min_read_interval`: more notifications queue meanwhile and are
+            // served by the same read.
+            if let Some(at) = last_read {
+                let due = at + self.config.min_read_interval;
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep_until(due) => {}
+                }
+                while let Ok(event) = events.try_recv() {
+                    self.on_listener_event(event, &mut listening, &mut need_read);
+                }
+            }
+            need_read = false;
+            last_read = Some(Instant::now());
+            let ok = self.catch_up().await;
+            // Up only when both the reads and the listener work; the listener reports Down
+            // itself when it cannot reconnect.
+            if !ok {
+                self.set_db_up(false);
+            } else if listening {
+                self.set_db_up(true);
+            }
+            if !self.db_open() {
+                return;
+            }
+            if ok && Instant::now() >= next_prune {
+                self.prune().await;
+                next_prune = Instant::now() + self.config.prune_interval;
+            }
+        }
+    }
+
+    fn on_listener_event(&mut self, event: ListenerEvent, listening: &mut bool, need_read: &mut bool) {
+        match event {
+            ListenerEvent::Connected => {
+                *listening = true;
+                *need_read = true;
+            }
+            ListenerEvent::Notified(id) => {
+                // A notification for a change already read (or below the cursor) needs no read.
+                let known = self.tracker.as_ref().is_some_and(|t| id <= t.high && !t.has_gaps());
+                if !known {
+                    *need_read = true;
+                }
+            }
+            ListenerEvent::Down(error) => {
+                if *listening || *self.db_up.borrow() {
+                    tracing::warn!(%error, "live updates: database unreachable; retrying");
+                }
+                *listening = false;
+                self.set_db_up(false);
+            }
+        }
+    }
+
+    fn db_open(&self) -> bool {
+        match &self.db {
+            Db::Postgres(p) => !p.is_closed(),
+            Db::Sqlite(p) => !p.is_closed(),
+        }
+    }
+
+    fn has_gaps(&self) -> bool {
+        self.tracker.as_ref().is_some_and(Tracker::has_gaps)
+    }
+
+    fn set_db_up(&mut self, up: bool) {
+        let mut was = up;
+        // Streams are woken only by a real change.
+        self.db_up.send_if_modified(|current| {
+            was = std::mem::replace(current, up);
+            was != up
+        });
+        if up && !was {
+            tracing::info!("live updates: database reachable again");
+        }
+        if !up {
+            self.down_since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// Reads everything new (and looks up open gaps), broadcasting as it goes. `false` if the
+    /// database could not be read.
+    async fn catch_up(&mut self) -> bool {
+        match self.try_catch_up().await {
+            Ok(()) => {
+                self.down_since = None;
+                true
+            }
+            Err(e) => {
+                if *self.db_up.borrow() {
+                    tracing::warn!(error = %e, "live updates: reading the change log failed");
+                }
+                false
+            }
+        }
+    }
+
+    async fn try_catch_up(&mut self) -> Result<(), StoreError> {
+        let now = Instant::now();
+        if self.tracker.is_none() {
+            self.tracker = Some(self.start_tracker(now).await?);
+            self.publish(Vec::new());
+        }
+        // Back from an outage long enough that another server may have pruned changes this one
+        // never read: every client reloads.
+        if let Some(since) = self.down_since {
+            if now.duration_since(since) > self.config.retention / 2 {
+                let tracker = self.tracker.as_mut().expect("tracker");
+                let latest = changes::latest_change_id(&self.db).await?;
+                *tracker = Tracker::new(latest);
+                self.watermark.store(latest, Ordering::Release);
+                let _ = self.sender.send(LiveMsg::Reset { watermark: latest });
+                return Ok(());
+            }
+        }
+        let tracker = self.tracker.as_mut().expect("tracker");
+        if tracker.has_gaps() {
+            let found = changes::changes_with_ids(&self.db, &tracker.gap_ids()).await?;
+            self.stats.reads.fetch_add(1, Ordering::Relaxed);
+            let tracker = self.tracker.as_mut().expect("tracker");
+            let filled = tracker.fill(found.changes);
+            tracker.expire(found.xmin, Instant::now(), self.config.gap_max_wait);
+            self.publish(filled);
+        }
+        loop {
+            let high = self.tracker.as_ref().expect("tracker").high;
+            let read = changes::read_changes_after(&self.db, high, self.config.read_batch).await?;
+            self.stats.reads.fetch_add(1, Ordering::Relaxed);
+            let full = read.changes.len() as i64 >= self.config.read_batch;
+            let fresh =
+                self.tracker.as_mut().expect("tracker").observe(read.changes, read.horizon, Instant::now());
+            self.publish(fresh);
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The tracker at start-up: from the newest id, remembering which of the ids just below it
+    /// are missing (their transactions may still be running and commit later).
+    async fn start_tracker(&self, now: Instant) -> Result<Tracker, StoreError> {
+        const LOOKBACK: i64 = 1_000;
+        let latest = changes::latest_change_id(&self.db).await?;
+        let from = (latest - LOOKBACK).max(0);
+        let mut tracker = Tracker::new(from);
+        let read = changes::read_changes_after(&self.db, from, LOOKBACK).await?;
+        // Already in the database before anyone could subscribe: not broadcast.
+        let _ = tracker.observe(read.changes, read.horizon, now);
+        tracker.high = tracker.high.max(latest);
+        Ok(tracker)
+    }
+
+    /// Publishes the watermark, then broadcasts `changes` (if any). The watermark is stored
+    /// first, so a stream that subscribes and then reads it can only under-estimate it.
+    fn publish(&mut self, changes: Vec<Change>) {
+        let watermark = self.tracker.as_ref().map(Tracker::watermark).unwrap_or(0);
+        self.watermark.store(watermark, Ordering::Release);
+        if changes.is_empty() {
+            return;
+        }
+        self.stats.broadcasts.fetch_add(1, Ordering::Relaxed);
+        // No receivers is fine: nobody is watching.
+        let _ = self.sender.send(LiveMsg::Changes { changes: changes.into(), watermark });
+    }
+
+    async fn prune(&self) {
+        let cutoff = Utc::now() - chrono::Duration::from_std(self.config.retention).unwrap_or_default();
+        match changes::prune_changes(&self.db, cutoff).await {
+            Ok(n) => {
+                self.stats.pruned.fetch_add(n, Ordering::Relaxed);
+                if n > 0 {
+                    tracing::debug!(rows = n, "live updates: pruned the change log");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "live updates: pruning the change log failed"),
+        }
+    }
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The PostgreSQL listener: one connection in LISTEN, reconnected with capped backoff. Runs in
+/// its own task so the reader never cancels a half-read notification.
+async fn listen(pool: PgPool, config: LiveConfig, events: mpsc::Sender<ListenerEvent>, stats: Arc<HubStats>) {
+    let mut backoff = config.backoff_initial;
+    loop {
+        if pool.is_closed() || events.is_closed() {
+            return;
+        }
+        let connected = async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            // We reconnect ourselves, so a reconnection is counted and followed by a catch-up.
+            listener.eager_reconnect(false);
+            listener.listen(CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        }
+        .await;
+        let mut listener = match connected {
+            Ok(listener) => listener,
+            Err(e) => {
+                if events.send(ListenerEvent::Down(e.to_string())).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(config.backoff_max);
+                continue;
+            }
+        };
+        stats.listener_connections.fetch_add(1, Ordering::Relaxed);
+        let since = Instant::now();
+        if events.send(ListenerEvent::Connected).await.is_err() {
+            return;
+        }
+        let lost = loop {
+            match listener.try_recv().await {
+                Ok(Some(n)) => {
+                    let id = n.payload().parse().unwrap_or(i64::MAX);
+                    if events.send(ListenerEvent::Notified(id)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break "connection lost".to_string(),
+                Err(e) => break e.to_string(),
+            }
+        };
+        drop(listener);
+        tracing::info!(reason = %lost, "live updates: the listener's connection ended; reconnecting");
+        // Reconnect at once after a connection that lived a while; back off after one that did not.
+        if since.elapsed() > config.backoff_max {
+            backoff = config.backoff_initial;
+        } else {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(config.backoff_max);
+        }
+    }
+}
+
+/// Which change ids were delivered, which are still missing, and the watermark. Pure, so the
+/// out-of-order rules are unit-tested without a database.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tracker {
+    /// The highest id read.
+    pub high: i64,
+    /// Ids below `high` not seen yet: id → (horizon of the read that found it missing, since).
+    gaps: BTreeMap<i64, (Option<i64>, Instant)>,
+}
+
+/// A jump larger than this (a sequence skipping ahead) is not tracked id by id.
+const MAX_GAP_SPAN: i64 = 10_000;
+
+impl Tracker {
+    pub fn new(high: i64) -> Tracker {
+        Tracker { high, gaps: BTreeMap::new() }
+    }
+
+    /// Every id at or below this was seen, or never will be.
+    pub fn watermark(&self) -> i64 {
+        match self.gaps.keys().next() {
+            Some(first) => first - 1,
+            None => self.high,
+        }
+    }
+
+    pub fn has_gaps(&self) -> bool {
+        !self.gaps.is_empty()
+    }
+
+    pub fn gap_ids(&self) -> Vec<i64> {
+        self.gaps.keys().copied().collect()
+    }
+
+    /// Rows read after `high`, ascending. Ids skipped on the way become gaps if `horizon` says
+    /// a running transaction may still commit them (PostgreSQL); without a horizon (SQLite, one
+    /// writer at a time) a skipped id is final. Returns the rows to deliver.
+    pub fn observe(&mut self, rows: Vec<Change>, horizon: Option<i64>, now: Instant) -> Vec<Change> {
+        let mut fresh = Vec::with_capacity(rows.len());
+        for row in rows {
+            if row.id <= self.high {
+                continue;
+            }
+            if horizon.is_some() && row.id - self.high - 1 <= MAX_GAP_SPAN {
+                for missing in self.high + 1..row.id {
+                    self.gaps.insert(missing, (horizon, now));
+                }
+            }
+            self.high = row.id;
+            fresh.push(row);
+        }
+        fresh
+    }
+
+    /// Rows found among the gap ids: they are delivered and no longer missing.
+    pub fn fill(&mut self, rows: Vec<Change>) -> Vec<Change> {
+        rows.into_iter().filter(|row| self.gaps.remove(&row.id).is_some()).collect()
+    }
+
+    /// Gives up gaps that can no longer fill: the oldest running transaction (`xmin`, read in
+    /// the same statement as the [`Tracker::fill`] lookup just before) is past their horizon, or
+    /// they waited longer than `max_wait`.
+    pub fn expire(&mut self, xmin: Option<i64>, now: Instant, max_wait: Duration) {
+        self.gaps.retain(|_, (horizon, since)| {
+            let settled = match (horizon, xmin) {
+                (Some(h), Some(x)) => x >= *h,
+                (None, _) => true,
+                (Some(_), None) => false,
+            };
+            let waited = now.duration_since(*since) >= max_wait;
+            !(settled || waited)
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(id: i64) -> Change {
+        Change { id, table: "runs".into(), row_id: id * 10, task_id: Some(1) }
+    }
+
+    fn ids(changes: &[Change]) -> Vec<i64> {
+        changes.iter().map(|c| c.id).collect()
+    }
+
+    #[test]
+    fn in_order_rows_advance_the_watermark() {
+        let now = Instant::now();
+        let mut t = Tracker::new(4);
+        assert_eq!(ids(&t.observe(vec![c(3), c(5), c(6)], Some(100), now)), vec![5, 6]);
+        assert_eq!((t.high, t.watermark(), t.has_gaps()), (6, 6, false));
+    }
+
+    #[test]
+    fn a_row_committed_late_is_delivered_and_holds_the_watermark_until_then() {
+        let now = Instant::now();
+        let mut t = Tracker::new(9);
+        // 11 committed before 10: 10 is a gap; the watermark stays at 9.
+        assert_eq!(ids(&t.observe(vec![c(11), c(12)], Some(500), now)), vec![11, 12]);
+        assert_eq!((t.high, t.watermark(), t.gap_ids()), (12, 9, vec![10]));
+        // The transactions of that read are still running (xmin below the horizon): kept.
+        t.expire(Some(499), now, Duration::from_secs(60));
+        assert_eq!(t.gap_ids(), vec![10]);
+        // 10 commits: delivered once, watermark jumps to 12.
+        assert_eq!(ids(&t.fill(vec![c(10)])), vec![10]);
+        assert_eq!(ids(&t.fill(vec![c(10)])), Vec::<i64>::new());
+        assert_eq!((t.watermark(), t.has_gaps()), (12, false));
+    }
+
+    #[test]
+    fn a_gap_is_given_up_once_every_transaction_that_could_fill_it_ended() {
+        let now = Instant::now();
+        let mut t = Tracker::new(0);
+        t.observe(vec![c(1), c(3)], Some(700), now);
+        // 2 rolled back: once xmin passes the horizon and the lookup found nothing, it is final.
+        t.expire(Some(700), now, Duration::from_secs(60));
+        assert_eq!((t.watermark(), t.has_gaps()), (3, false));
+    }
+
+    #[test]
+    fn a_gap_is_given_up_after_the_longest_wait() {
+        let now = Instant::now();
+        let mut t = Tracker::new(0);
+        t.observe(vec![c(2)], Some(700), now);
+        t.expire(Some(1), now + Duration::from_secs(59), Duration::from_secs(60));
+        assert_eq!(t.watermark(), 0);
+        t.expire(Some(1), now + Duration::from_secs(60), Duration::from_secs(60));
+        assert_eq!(t.watermark(), 2);
+    }
+
+    #[test]
+    fn without_a_horizon_skipped_ids_are_final() {
+        // SQLite: one writer at a time, a skipped id was rolled back.
+        let mut t = Tracker::new(0);
+        assert_eq!(ids(&t.observe(vec![c(1), c(4)], None, Instant::now())), vec![1, 4]);
+        assert_eq!((t.watermark(), t.has_gaps()), (4, false));
+    }
+
+    #[test]
+    fn huge_jumps_are_not_tracked_id_by_id() {
+        let mut t = Tracker::new(0);
+        t.observe(vec![c(MAX_GAP_SPAN + 5)], Some(9), Instant::now());
+        assert!(!t.has_gaps());
+        assert_eq!(t.watermark(), MAX_GAP_SPAN + 5);
+    }
+
+    #[test]
+    fn gaps_found_in_a_second_read_keep_their_own_horizon() {
+        let now = Instant::now();
+        let mut t = Tracker::new(0);
+        t.observe(vec![c(2)], Some(10), now);
+        t.observe(vec![c(4)], Some(20), now);
+        t.expire(Some(15), now, Duration::from_secs(60));
+        // 1's transactions ended (given up); 3's may still run.
+        assert_eq!((t.gap_ids(), t.watermark()), (vec![3], 2));
+    }
+}

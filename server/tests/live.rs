@@ -1,0 +1,592 @@
+//! Live updates end to end: a real server on a real port, a raw HTTP client reading the
+//! server-sent events, changes written with the runner library. Every case runs on a SQLite
+//! file and on PostgreSQL (required in CI via `LASTWORD_REQUIRE_POSTGRES=1`).
+
+use chrono::Utc;
+use lastword_core::{Change, Safety, Source, Tokens};
+use lastword_runner::{enqueue, Outcome, Runner, RunnerConfig, SystemClock};
+use lastword_server::live::{LiveConfig, LiveHub};
+use lastword_server::{router, state::leptos_options, AppState};
+use lastword_store::testing::{postgres, sqlite_file, TEST_DATABASE_URL};
+use lastword_store::{changes, store_for, Db, DbTarget, NewTask};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn test_config() -> LiveConfig {
+    LiveConfig {
+        poll_interval: Duration::from_millis(50),
+        min_read_interval: Duration::from_millis(10),
+        safety_interval: Duration::from_millis(500),
+        gap_check_interval: Duration::from_millis(20),
+        backoff_initial: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(300),
+        ..LiveConfig::default()
+    }
+}
+
+/// A dashboard server on 127.0.0.1:<free port>, with its hub started.
+struct Server {
+    addr: SocketAddr,
+    state: AppState,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(db: &Db) -> Server {
+        let hub = LiveHub::new(db.clone(), test_config());
+        hub.ensure_started();
+        let state = AppState::with_live(leptos_options(), store_for(db.clone(), Tokens::default()), hub);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = router(state.clone());
+        let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let server = Server { addr, state, task };
+        server.wait_for_hub().await;
+        server
+    }
+
+    fn hub(&self) -> &LiveHub {
+        &self.state.live
+    }
+
+    async fn wait_for_hub(&self) {
+        eventually("the hub's first read", || self.hub().watermark().is_some()).await;
+    }
+
+    async fn connect(&self, last_event_id: Option<&str>) -> SseClient {
+        SseClient::connect(self.addr, "/api/v1/events", last_event_id).await
+    }
+
+    fn live_clients(&self) -> i64 {
+        self.state.live_clients.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct SseEvent {
+    event: String,
+    data: String,
+    id: Option<String>,
+}
+
+impl SseEvent {
+    fn changes(&self) -> Vec<Change> {
+        assert_eq!(self.event, "changes", "{self:?}");
+        serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("{e}: {}", self.data))
+    }
+
+    fn id(&self) -> i64 {
+        self.id.as_deref().expect("an id").parse().expect("a numeric id")
+    }
+}
+
+/// A minimal HTTP/1.1 client for one event stream: headers, chunked body, SSE lines.
+struct SseClient {
+    reader: BufReader<TcpStream>,
+    chunked: bool,
+    body: Vec<u8>,
+    pending: SseEvent,
+    /// The last `id:` seen, as a browser keeps it.
+    last_id: Option<String>,
+}
+
+impl SseClient {
+    async fn connect(addr: SocketAddr, path: &str, last_event_id: Option<&str>) -> SseClient {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
+        if let Some(id) = last_event_id {
+            request.push_str(&format!("Last-Event-ID: {id}\r\n"));
+        }
+        request.push_str("\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut status = String::new();
+        reader.read_line(&mut status).await.unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        let mut chunked = false;
+        let mut content_type = String::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).await.unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(':').unwrap();
+            let (name, value) = (name.to_ascii_lowercase(), value.trim().to_ascii_lowercase());
+            if name == "transfer-encoding" && value.contains("chunked") {
+                chunked = true;
+            }
+            if name == "content-type" {
+                content_type = value;
+            }
+        }
+        assert!(content_type.starts_with("text/event-stream"), "{content_type}");
+        SseClient { reader, chunked, body: Vec::new(), pending: SseEvent::default(), last_id: None }
+    }
+
+    /// Reads more of the body; false at its end.
+    async fn fill(&mut self) -> bool {
+        if self.chunked {
+            let mut size = String::new();
+            if self.reader.read_line(&mut size).await.unwrap_or(0) == 0 {
+                return false;
+            }
+            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if size == 0 {
+                return false;
+            }
+            let mut chunk = vec![0; size + 2];
+            if self.reader.read_exact(&mut chunk).await.is_err() {
+                return false;
+            }
+            self.body.extend_from_slice(&chunk[..size]);
+            true
+        } else {
+            let mut buf = [0; 4096];
+            match self.reader.read(&mut buf).await {
+                Ok(0) | Err(_) => false,
+                Ok(n) => {
+                    self.body.extend_from_slice(&buf[..n]);
+                    true
+                }
+            }
+        }
+    }
+
+    /// The next event (comments and keep-alives skipped), or None when the stream ended.
+    async fn next_raw(&mut self) -> Option<SseEvent> {
+        loop {
+            while let Some(pos) = self.body.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.body.drain(..=pos).collect();
+                let line = String::from_utf8(line).unwrap();
+                let line = line.trim_end_matches(['\r', '\n']);
+                if line.is_empty() {
+                    let event = std::mem::take(&mut self.pending);
+                    if event != SseEvent::default() {
+                        if event.id.is_some() {
+                            self.last_id = event.id.clone();
+                        }
+                        return Some(event);
+                    }
+                    continue;
+                }
+                if line.starts_with(':') {
+                    continue;
+                }
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                match field {
+                    "event" => self.pending.event = value.to_string(),
+                    "data" => {
+                        if !self.pending.data.is_empty() {
+                            self.pending.data.push('\n');
+                        }
+                        self.pending.data.push_str(value);
+                    }
+                    "id" => self.pending.id = Some(value.to_string()),
+                    _ => {}
+                }
+            }
+            if !self.fill().await {
+                return None;
+            }
+        }
+    }
+
+    async fn next(&mut self) -> SseEvent {
+        tokio::time::timeout(WAIT, self.next_raw())
+            .await
+            .expect("an event in time")
+            .expect("the stream is still open")
+    }
+
+    async fn expect(&mut self, event: &str) -> SseEvent {
+        let got = self.next().await;
+        assert_eq!(got.event, event, "{got:?}");
+        got
+    }
+
+    /// `changes` events until every id in `ids` arrived; returns every change received, in order.
+    async fn changes_until(&mut self, ids: &[i64]) -> Vec<Change> {
+        let mut got = Vec::new();
+        while !ids.iter().all(|id| got.iter().any(|c: &Change| c.id == *id)) {
+            let event = self.next().await;
+            if event.event == "changes" {
+                got.extend(event.changes());
+            } else {
+                assert_eq!(event.event, "status", "{event:?}");
+            }
+        }
+        got
+    }
+
+    /// Nothing but keep-alives for `quiet`.
+    async fn expect_silence(&mut self, quiet: Duration) {
+        if let Ok(event) = tokio::time::timeout(quiet, self.next_raw()).await {
+            panic!("expected no event, got {event:?}");
+        }
+    }
+}
+
+fn new_task(kind: &str) -> NewTask {
+    NewTask {
+        kind: kind.to_string(),
+        source: Source::Notification,
+        safety: Safety::Unsafe,
+        payload: serde_json::json!({"n": 1}),
+        max_attempts: 3,
+    }
+}
+
+fn runner(db: &Db, worker: &str) -> Runner {
+    let config = RunnerConfig { lease: chrono::Duration::seconds(30), tokens: Tokens::default() };
+    Runner::new(db.clone(), worker, config, Arc::new(SystemClock))
+}
+
+/// The change log's ids after `after`, from the database.
+async fn logged_after(db: &Db, after: i64) -> Vec<Change> {
+    changes::changes_after(db, after, 100_000).await.unwrap()
+}
+
+fn ids(changes: &[Change]) -> Vec<i64> {
+    changes.iter().map(|c| c.id).collect()
+}
+
+async fn sqlite() -> (Db, tempfile::TempDir) {
+    sqlite_file().await
+}
+
+macro_rules! on_both_backends {
+    ($case:ident, $sqlite:ident, $postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            let (db, _dir) = sqlite().await;
+            $case(db).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let Some(db) = postgres(stringify!($postgres)).await else { return };
+            $case(db).await;
+        }
+    };
+}
+
+// (a) A change written with the runner library arrives on a connected stream.
+async fn runner_changes_arrive(db: Db) {
+    let server = Server::start(&db).await;
+    let mut client = server.connect(None).await;
+    let hello = client.expect("status").await;
+    assert_eq!(hello.data, "db_up");
+    assert_eq!(hello.id(), 0, "an empty log: the cursor starts at 0");
+
+    let task_id = enqueue(&db, &new_task("reply"), Utc::now()).await.unwrap();
+    let logged = logged_after(&db, 0).await;
+    assert_eq!(logged.len(), 1, "one insert, one change: {logged:?}");
+    let got = client.changes_until(&ids(&logged)).await;
+    assert_eq!(
+        got,
+        vec![Change { id: logged[0].id, table: "tasks".into(), row_id: task_id, task_id: Some(task_id) }]
+    );
+
+    // A claim and a finish: the task's updates and the run's insert and update, each one change.
+    let worker = runner(&db, "w1");
+    let lease = worker.claim(None).await.unwrap().expect("a lease");
+    worker.record_effect(&lease, "send_email", "task-1-send_email").await.unwrap();
+    worker.finish(lease, Outcome::NoActionNeeded).await.unwrap();
+    let logged = logged_after(&db, logged[0].id).await;
+    let tables: Vec<&str> = logged.iter().map(|c| c.table.as_str()).collect();
+    assert_eq!(tables, ["tasks", "runs", "effects", "tasks", "runs"], "{logged:?}");
+    assert!(logged.iter().all(|c| c.task_id == Some(task_id)));
+    let got = client.changes_until(&ids(&logged)).await;
+    assert_eq!(got, logged, "every change once, in order");
+}
+on_both_backends!(
+    runner_changes_arrive,
+    a_runner_change_arrives_on_sqlite,
+    a_runner_change_arrives_on_postgres
+);
+
+// (b) Reconnecting with Last-Event-ID gets exactly the changes missed while away.
+async fn resume_after_disconnect(db: Db) {
+    let server = Server::start(&db).await;
+    let mut client = server.connect(None).await;
+    client.expect("status").await;
+    enqueue(&db, &new_task("first"), Utc::now()).await.unwrap();
+    let seen = logged_after(&db, 0).await;
+    client.changes_until(&ids(&seen)).await;
+    let cursor = client.last_id.clone().expect("the stream gave a cursor");
+    assert_eq!(cursor.parse::<i64>().unwrap(), seen.last().unwrap().id);
+    drop(client);
+
+    // Away: a claim, a finish and a new task.
+    let worker = runner(&db, "w1");
+    let lease = worker.claim(None).await.unwrap().unwrap();
+    worker.finish(lease, Outcome::Skip).await.unwrap();
+    enqueue(&db, &new_task("second"), Utc::now()).await.unwrap();
+    let last_seen = seen.last().unwrap().id;
+    assert_eq!(logged_after(&db, last_seen).await.len(), 5);
+    let latest = changes::latest_change_id(&db).await.unwrap();
+    eventually("the hub to read everything", || server.hub().watermark() == Some(latest)).await;
+
+    // Back, by header (what browsers send) and by query (a first connection).
+    for by_header in [true, false] {
+        let missed = logged_after(&db, last_seen).await;
+        let mut client = if by_header {
+            server.connect(Some(&cursor)).await
+        } else {
+            SseClient::connect(server.addr, &format!("/api/v1/events?last_event_id={cursor}"), None).await
+        };
+        let status = client.expect("status").await;
+        assert_eq!(status.data, "db_up");
+        let replay = client.expect("changes").await;
+        assert_eq!(replay.changes(), missed, "exactly the missed changes, in order");
+        assert_eq!(replay.id(), missed.last().unwrap().id);
+        // Then live, without repeating the replay.
+        let task_id = enqueue(&db, &new_task("third"), Utc::now()).await.unwrap();
+        let live = client.expect("changes").await.changes();
+        assert_eq!(live.len(), 1, "{live:?}");
+        assert_eq!(live[0].row_id, task_id);
+        client.expect_silence(Duration::from_millis(300)).await;
+    }
+
+    // A cursor from another database (ahead of this log) or one already pruned: reset.
+    let mut client = server.connect(Some("999999999")).await;
+    let reset = client.expect("reset").await;
+    assert_eq!(reset.data, "unknown_id");
+    let mut client = server.connect(Some("not-a-number")).await;
+    assert_eq!(client.expect("reset").await.data, "unreadable_id");
+}
+on_both_backends!(
+    resume_after_disconnect,
+    resume_replays_what_was_missed_on_sqlite,
+    resume_replays_what_was_missed_on_postgres
+);
+
+// (c)+(d) Fifty browsers, one database listener; live_clients follows them.
+async fn many_clients_one_listener(db: Db) {
+    let server = Server::start(&db).await;
+    assert_eq!(server.live_clients(), 0);
+    let mut clients = Vec::new();
+    for _ in 0..50 {
+        let mut client = server.connect(None).await;
+        client.expect("status").await;
+        clients.push(client);
+    }
+    assert_eq!(server.live_clients(), 50);
+    assert_eq!(server.hub().receivers(), 50);
+
+    let task_id = enqueue(&db, &new_task("fan-out"), Utc::now()).await.unwrap();
+    let logged = logged_after(&db, 0).await;
+    for client in &mut clients {
+        let got = client.changes_until(&ids(&logged)).await;
+        assert_eq!(got[0].row_id, task_id);
+    }
+
+    let stats = server.hub().stats();
+    assert_eq!(stats.loops_started.load(Ordering::SeqCst), 1, "one watcher for fifty clients");
+    if let Db::Postgres(pool) = &db {
+        assert_eq!(stats.listener_connections.load(Ordering::SeqCst), 1);
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        assert_eq!(listening, 1, "exactly one connection in LISTEN for fifty clients");
+    } else {
+        assert_eq!(stats.listener_connections.load(Ordering::SeqCst), 0, "SQLite polls");
+    }
+
+    clients.truncate(20);
+    eventually("live_clients to drop to 20", || server.live_clients() == 20).await;
+    drop(clients);
+    eventually("live_clients to drop to 0", || server.live_clients() == 0).await;
+}
+on_both_backends!(
+    many_clients_one_listener,
+    fifty_clients_one_poller_on_sqlite,
+    fifty_clients_one_listener_on_postgres
+);
+
+// Two dashboard servers behind a load balancer: a browser resumes on the other one.
+async fn resume_on_another_server(db: Db) {
+    let a = Server::start(&db).await;
+    let b = Server::start(&db).await;
+    let mut client = a.connect(None).await;
+    client.expect("status").await;
+    enqueue(&db, &new_task("on-a"), Utc::now()).await.unwrap();
+    let seen = logged_after(&db, 0).await;
+    client.changes_until(&ids(&seen)).await;
+    let cursor = client.last_id.clone().unwrap();
+    drop(client);
+    drop(a);
+
+    enqueue(&db, &new_task("while-moving"), Utc::now()).await.unwrap();
+    let missed = logged_after(&db, seen.last().unwrap().id).await;
+    let mut client = b.connect(Some(&cursor)).await;
+    client.expect("status").await;
+    assert_eq!(client.expect("changes").await.changes(), missed);
+}
+on_both_backends!(
+    resume_on_another_server,
+    resume_on_another_server_on_sqlite,
+    resume_on_another_server_on_postgres
+);
+
+/// PostgreSQL commits ids out of order: a change whose transaction commits late is still
+/// delivered, and the cursor never passes it before it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_commit_is_delivered_and_the_cursor_waits_for_it_on_postgres() {
+    let Some(db) = postgres("late_commit").await else { return };
+    let Db::Postgres(pool) = &db else { unreachable!() };
+    let server = Server::start(&db).await;
+    let mut client = server.connect(None).await;
+    client.expect("status").await;
+
+    // Transaction 1 takes the first change id and stays open...
+    let mut slow = pool.begin().await.unwrap();
+    let sql = lastword_runner::sql::ENQUEUE;
+    let slow_task: i64 = sqlx::query_scalar(sql)
+        .bind("slow")
+        .bind("tick")
+        .bind("idempotent")
+        .bind(serde_json::json!({}))
+        .bind(3)
+        .bind(Utc::now())
+        .fetch_one(&mut *slow)
+        .await
+        .unwrap();
+    // ...while transaction 2 takes the next one and commits.
+    let fast_task = enqueue(&db, &new_task("fast"), Utc::now()).await.unwrap();
+    let first = client.expect("changes").await;
+    let fast = first.changes();
+    assert_eq!((fast.len(), fast[0].row_id), (1, fast_task));
+    assert!(first.id() < fast[0].id, "the cursor stays below the open transaction's change: {first:?}");
+
+    slow.commit().await.unwrap();
+    let late = client.changes_until(&[fast[0].id - 1]).await;
+    assert_eq!(late.iter().map(|c| c.row_id).collect::<Vec<_>>(), vec![slow_task]);
+    assert_eq!(client.last_id.as_deref().unwrap().parse::<i64>().unwrap(), fast[0].id, "now past both");
+
+    // A browser that had resumed from the early cursor would have got the late change too.
+    let mut resumed = server.connect(Some(&first.id().to_string())).await;
+    resumed.expect("status").await;
+    let replay = resumed.expect("changes").await.changes();
+    assert_eq!(replay.iter().map(|c| c.row_id).collect::<Vec<_>>(), vec![slow_task, fast_task]);
+}
+
+/// A database outage is shown (`status: db_down`), survived (the stream stays open) and
+/// recovered from (`db_up`, then changes flow again, nothing written meanwhile is missed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_is_shown_and_recovered_from_on_postgres() {
+    let Some(db) = postgres("outage").await else { return };
+    let Db::Postgres(pool) = &db else { unreachable!() };
+    let name: String = sqlx::query_scalar("SELECT current_database()").fetch_one(pool).await.unwrap();
+    let base = std::env::var(TEST_DATABASE_URL).unwrap();
+    let admin = Db::connect(&DbTarget::Postgres(base)).await.unwrap();
+    let Db::Postgres(admin) = admin else { unreachable!() };
+
+    let server = Server::start(&db).await;
+    let mut client = server.connect(None).await;
+    assert_eq!(client.expect("status").await.data, "db_up");
+
+    // Down: no new connections, and every existing one is cut.
+    sqlx::query(&format!("ALTER DATABASE \"{name}\" WITH ALLOW_CONNECTIONS false"))
+        .execute(&admin)
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+        .bind(&name)
+        .execute(&admin)
+        .await
+        .unwrap();
+    assert_eq!(client.expect("status").await.data, "db_down");
+    assert!(!*server.hub().db_up().borrow());
+    assert_eq!(server.live_clients(), 1, "the stream survives the outage");
+
+    // Back.
+    sqlx::query(&format!("ALTER DATABASE \"{name}\" WITH ALLOW_CONNECTIONS true"))
+        .execute(&admin)
+        .await
+        .unwrap();
+    loop {
+        if client.expect("status").await.data == "db_up" {
+            break;
+        }
+    }
+    let mut task_id = None;
+    for _ in 0..50 {
+        match enqueue(&db, &new_task("after"), Utc::now()).await {
+            Ok(id) => {
+                task_id = Some(id);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let task_id = task_id.expect("the pool reconnects");
+    let logged = logged_after(&db, 0).await;
+    let got = client.changes_until(&ids(&logged)).await;
+    assert_eq!(got[0].row_id, task_id);
+    assert!(
+        server.hub().stats().listener_connections.load(Ordering::SeqCst) >= 2,
+        "the listener reconnected"
+    );
+    assert_eq!(server.hub().stats().loops_started.load(Ordering::SeqCst), 1);
+}
+
+/// Shutting the hub down ends every stream, so a graceful server shutdown is not held open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutting_the_hub_down_ends_the_streams() {
+    let (db, _dir) = sqlite().await;
+    let server = Server::start(&db).await;
+    let mut client = server.connect(None).await;
+    client.expect("status").await;
+    server.hub().shutdown().await;
+    let end = tokio::time::timeout(WAIT, client.next_raw()).await.expect("the stream ends");
+    assert_eq!(end, None);
+    eventually("live_clients to drop to 0", || server.live_clients() == 0).await;
+}
+
+/// The change log is pruned by age, oldest first, always keeping the newest row.
+#[tokio::test]
+async fn pruning_keeps_the_newest_change() {
+    let (db, _dir) = sqlite().await;
+    for kind in ["a", "b", "c"] {
+        enqueue(&db, &new_task(kind), Utc::now()).await.unwrap();
+    }
+    let all = logged_after(&db, 0).await;
+    assert_eq!(changes::prune_changes(&db, Utc::now() - chrono::Duration::hours(1)).await.unwrap(), 0);
+    let pruned = changes::prune_changes(&db, Utc::now() + chrono::Duration::hours(1)).await.unwrap();
+    assert_eq!(pruned, 2);
+    assert_eq!(logged_after(&db, 0).await, all[2..].to_vec());
+    assert_eq!(changes::latest_change_id(&db).await.unwrap(), all[2].id);
+    assert_eq!(changes::oldest_change_id(&db).await.unwrap(), Some(all[2].id));
+
+    // A client whose cursor is below what is kept must reload.
+    let server = Server::start(&db).await;
+    let mut client = server.connect(Some("0")).await;
+    assert_eq!(client.expect("reset").await.data, "expired");
+}
