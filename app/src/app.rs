@@ -11,6 +11,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
+use leptos_router::SsrMode;
 
 /// The document around every page; rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -41,14 +42,16 @@ pub fn App() -> impl IntoView {
     view! {
         <Stylesheet id="leptos" href="/pkg/lastword.css" />
         <Title formatter=|page: String| if page.is_empty() { "lastword".to_string() } else { format!("{page} · lastword") } />
+        // Async SSR: the server sends each page complete, so it reads the same with JavaScript
+        // off (out-of-order streaming would leave fallbacks that only a script can replace).
         <Router>
             <Layout>
                 <Routes fallback=|| view! { <section class="empty"><h1>"Not found"</h1><p>"No page here. "<a href="/">"Back to the overview"</a></p></section> }>
-                    <Route path=path!("/") view=OverviewPage />
-                    <Route path=path!("/failures") view=FailuresPage />
-                    <Route path=path!("/tasks/:id") view=TaskPage />
-                    <Route path=path!("/workers") view=WorkersPage />
-                    <Route path=path!("/timeline") view=TimelinePage />
+                    <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async />
+                    <Route path=path!("/failures") view=FailuresPage ssr=SsrMode::Async />
+                    <Route path=path!("/tasks/:id") view=TaskPage ssr=SsrMode::Async />
+                    <Route path=path!("/workers") view=WorkersPage ssr=SsrMode::Async />
+                    <Route path=path!("/timeline") view=TimelinePage ssr=SsrMode::Async />
                 </Routes>
             </Layout>
         </Router>

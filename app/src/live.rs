@@ -3,7 +3,7 @@
 //! source, so they refetch when something changed (at most about once a second), and
 //! [`LiveBanner`] tells the operator when the feed or the database is down.
 //!
-//! ```ignore
+//! ```text
 //! let live = use_live_feed();
 //! let runs = Resource::new(move || (filter.get(), live.last_change.get()), |(f, _)| get_runs(f));
 //! ```

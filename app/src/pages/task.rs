@@ -268,8 +268,7 @@ fn Story(runs: Vec<Run>, effects: Vec<Effect>) -> impl IntoView {
     let reclaims = runs
         .windows(2)
         .filter(|w| w[1].claimed_at >= w[0].lease_expires_at && w[0].finished_at.is_none_or(|f| f > w[1].claimed_at))
-        .enumerate()
-        .map(|(_, w)| {
+        .map(|w| {
             let i = runs.iter().position(|r| r.id == w[0].id).unwrap_or(0) as f64;
             let (ax, ay) = (x(w[0].lease_expires_at), i * lane_h + 15.0);
             let (bx, by) = (x(w[1].claimed_at), (i + 1.0) * lane_h + 15.0);
