@@ -557,40 +557,7 @@ async fn every_state_comes_out_of_the_runner(db: Db) {
     assert_eq!(seen.len(), RunState::ALL.len(), "every state: {seen:?}");
 }
 
-macro_rules! on_every_backend {
-    ($($case:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    super::$case(lastword_store::testing::sqlite_memory().await).await;
-                }
-            )+
-        }
-        mod sqlite_file {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let (db, _dir) = lastword_store::testing::sqlite_file().await;
-                    super::$case(db).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    if let Some(db) = lastword_store::testing::postgres(stringify!($case)).await {
-                        super::$case(db.clone()).await;
-                        db.close().await;
-                    }
-                }
-            )+
-        }
-    };
-}
-
-on_every_backend!(
+lastword_store::on_every_backend!(
     enqueue_writes_a_queued_task,
     claim_takes_the_task_and_inserts_its_run,
     claims_go_oldest_first_and_filter_by_kind,

@@ -43,8 +43,14 @@ pub async fn postgres(test_name: &str) -> Option<Db> {
         }
     };
     let mut url = url::Url::parse(&base).unwrap_or_else(|e| panic!("{TEST_DATABASE_URL}: {e}"));
-    let suffix: u64 = rand::thread_rng().gen();
-    url.set_path(&format!("lastword_t_{suffix:016x}"));
+    // The creation time in the name lets `scripts/test` sweep databases that interrupted runs
+    // left behind without touching those of a run still in progress.
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let suffix: u32 = rand::thread_rng().gen();
+    url.set_path(&format!("lastword_t_{created}_{suffix:08x}"));
     let db = Db::connect(&DbTarget::Postgres(url.to_string()))
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL at {TEST_DATABASE_URL} is unreachable: {e}"));
@@ -133,4 +139,58 @@ pub async fn insert_task(db: &Db, kind: &str, safety: &str, now: chrono::DateTim
         &[kind.into(), safety.into(), now.into()],
     )
     .await
+}
+
+/// Closes a test's PostgreSQL pool and drops its `lastword_t_*` database, so a test run leaves
+/// the shared server as it found it.
+pub async fn discard_postgres(db: Db) {
+    let Db::Postgres(pool) = &db else { return };
+    let name: Option<String> = sqlx::query_scalar("SELECT current_database()").fetch_one(pool).await.ok();
+    db.close().await;
+    let (Some(name), Ok(base)) = (name, std::env::var(TEST_DATABASE_URL)) else { return };
+    if !name.starts_with("lastword_t_") {
+        return;
+    }
+    if let Ok(admin) = sqlx::PgPool::connect(&base).await {
+        let _ =
+            sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).execute(&admin).await;
+        admin.close().await;
+    }
+}
+
+/// Defines each listed `async fn case(db: Db)` as three tests: in-memory SQLite, a SQLite file
+/// (WAL, several connections) and PostgreSQL (see [`postgres`] for when that one runs). The
+/// one way every crate holds both backends to the same behaviour.
+#[macro_export]
+macro_rules! on_every_backend {
+    ($($case:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case($crate::testing::sqlite_memory().await).await;
+                }
+            )+
+        }
+        mod sqlite_file {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let (db, _dir) = $crate::testing::sqlite_file().await;
+                    super::$case(db).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    if let Some(db) = $crate::testing::postgres(stringify!($case)).await {
+                        super::$case(db.clone()).await;
+                        $crate::testing::discard_postgres(db).await;
+                    }
+                }
+            )+
+        }
+    };
 }

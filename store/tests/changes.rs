@@ -105,39 +105,7 @@ async fn pruning_deletes_old_changes_and_keeps_the_newest(db: Db) {
     assert_eq!(changes::latest_change_id(&db).await.unwrap(), 4);
 }
 
-macro_rules! on_every_backend {
-    ($($case:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    super::$case(lastword_store::testing::sqlite_memory().await).await;
-                }
-            )+
-        }
-        mod sqlite_file {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let (db, _dir) = lastword_store::testing::sqlite_file().await;
-                    super::$case(db).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    if let Some(db) = lastword_store::testing::postgres(stringify!($case)).await {
-                        super::$case(db).await;
-                    }
-                }
-            )+
-        }
-    };
-}
-
-on_every_backend!(
+lastword_store::on_every_backend!(
     every_insert_and_update_of_the_four_tables_is_logged,
     a_rolled_back_write_logs_nothing,
     pruning_deletes_old_changes_and_keeps_the_newest,

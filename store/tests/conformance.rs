@@ -804,39 +804,7 @@ async fn task_detail_assembles_the_story(db: Db) {
     assert!(s.task_detail(task + 1000, now).await.unwrap().is_none());
 }
 
-macro_rules! conformance {
-    ($($case:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    super::$case(lastword_store::testing::sqlite_memory().await).await;
-                }
-            )+
-        }
-        mod sqlite_file {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let (db, _dir) = lastword_store::testing::sqlite_file().await;
-                    super::$case(db).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    if let Some(db) = lastword_store::testing::postgres(stringify!($case)).await {
-                        super::$case(db).await;
-                    }
-                }
-            )+
-        }
-    };
-}
-
-conformance!(
+lastword_store::on_every_backend!(
     migrations_leave_the_store_ready,
     totals_count_rows,
     task_round_trips_every_column,
