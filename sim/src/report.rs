@@ -72,7 +72,7 @@ impl fmt::Display for FleetReport {
         write!(
             f,
             "seed {}: {} tasks, {} claims → {} acted, {} no action, {} skip, {} failed \
-             (timeout {}, api_error {}, context_overflow {}, crash {}), {} empty output, {} lost lease, \
+             (timeout {}, api_error {}, context_overflow {}, crash {}, other {}), {} empty output, {} lost lease, \
              {} silent, {} unfinished; {} effects ({} under a stale lease), {} heartbeats ({} lost), \
              {} re-queued, {} dead, {} database errors",
             self.seed,
@@ -86,6 +86,7 @@ impl fmt::Display for FleetReport {
             self.api_error,
             self.context_overflow,
             self.crash,
+            self.other,
             self.empty_output,
             self.lost_lease,
             self.silent,

@@ -125,7 +125,7 @@ fn new_task(kind: &Kind, n: u64, is_unsafe: bool, person: &str, tour: Option<&[&
 /// `payload.tour` (later attempts, if any, draw from the rates). The first is unsafe and slow:
 /// it is re-claimed, both attempts run its effect, and the late finish is a lost lease.
 pub(crate) fn tour() -> Vec<NewTask> {
-    let script: [(&str, bool, &[&str]); 10] = [
+    let script: [(&str, bool, &[&str]); 11] = [
         ("reply_to_mention", true, &["slow", "acted"]),
         ("triage_issue", false, &["acted"]),
         ("sync_calendar", false, &["idle"]),
@@ -136,6 +136,7 @@ pub(crate) fn tour() -> Vec<NewTask> {
         ("triage_issue", false, &["crash", "acted"]),
         ("sync_calendar", false, &["silent", "idle"]),
         ("reply_to_mention", false, &["empty"]),
+        ("send_digest", false, &["other", "acted"]),
     ];
     script
         .iter()
