@@ -1,5 +1,5 @@
 // Browser tests for lastword. The server under test is the binary cargo-leptos built, started
-// here on a fresh SQLite data directory (or on DATABASE_URL when set), so every run begins
+// here on a fresh SQLite data directory (or on E2E_DATABASE_URL when set), so every run begins
 // from an empty database. Chromium is Debian's (/usr/bin/chromium): Playwright's own browser
 // download is not reachable from these machines.
 import { defineConfig, devices } from "@playwright/test";
@@ -54,6 +54,8 @@ export default defineConfig({
     stdout: "pipe",
     stderr: "pipe",
     env: {
+      // E2E_DATABASE_URL runs the same suite against PostgreSQL (scripts/test does both).
+      ...(process.env.E2E_DATABASE_URL ? { DATABASE_URL: process.env.E2E_DATABASE_URL } : {}),
       LASTWORD_DATA_DIR: dataDir,
       LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),
       RUST_LOG: process.env.RUST_LOG ?? "warn",
