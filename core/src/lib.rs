@@ -2,12 +2,14 @@
 //! browser build. Nothing here does I/O, so every rule can be unit-tested on a table of cases
 //! and compiled to wasm unchanged.
 
+pub mod auth;
 pub mod change;
 pub mod model;
 pub mod query;
 pub mod state;
 pub mod views;
 
+pub use auth::{Principal, Role};
 pub use change::Change;
 pub use model::*;
 pub use query::{Cursor, PageRequest, ParamError, RunFilter};
