@@ -2,6 +2,7 @@
 //! browser build. Nothing here does I/O, so every rule can be unit-tested on a table of cases
 //! and compiled to wasm unchanged.
 
+pub mod action;
 pub mod auth;
 pub mod change;
 pub mod model;
@@ -9,6 +10,10 @@ pub mod query;
 pub mod state;
 pub mod views;
 
+pub use action::{
+    ActionKind, ActionOutcome, ActionRequest, AuditFilter, AuditPage, BulkOutcome, BulkPreview,
+    BulkRequeueRequest, BulkSelection, Refusal, RefusalCode, TaskRef,
+};
 pub use auth::{Principal, Role};
 pub use change::Change;
 pub use model::*;

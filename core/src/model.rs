@@ -139,7 +139,11 @@ pub struct OperatorAction {
     pub reference: Option<String>,
     pub epoch_seen: Option<i64>,
     pub epoch_after: Option<i64>,
+    /// The task's status when the action was applied.
+    pub status_seen: Option<String>,
     pub outcome: String,
+    /// The client's idempotency key, if it sent one.
+    pub request_id: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 

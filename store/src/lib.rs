@@ -5,6 +5,7 @@
 //! ([`PgStore`], [`SqliteStore`]) and held to one conformance suite (`tests/conformance.rs`).
 //! The backend is chosen at runtime from the URL's scheme ([`DbTarget`]).
 
+mod actions;
 pub mod changes;
 mod connect;
 mod error;

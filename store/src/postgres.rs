@@ -22,6 +22,8 @@ pub(crate) mod dialect {
         trimmed_output: "btrim(r.output, E' \\t\\n\\r\\x0B\\x0C')",
         ilike: "ILIKE",
         bucket,
+        begin_write: "BEGIN",
+        for_update: " FOR UPDATE",
     };
 
     fn bucket(param: &str) -> String {

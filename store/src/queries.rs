@@ -27,6 +27,12 @@ pub(crate) struct Dialect {
     /// `r.claimed_at` as whole seconds since the epoch, integer-divided by the parameter named
     /// by the argument (a bucket length in seconds).
     pub bucket: fn(&str) -> String,
+    /// How an operator action's transaction begins: SQLite takes the write lock up front
+    /// (`BEGIN IMMEDIATE`), so a read-then-write cannot deadlock against another writer.
+    pub begin_write: &'static str,
+    /// Row locks for the rows an action reads before it writes them (PostgreSQL only; SQLite's
+    /// write lock already covers the database).
+    pub for_update: &'static str,
 }
 
 /// A bound value of a dynamically built query.
@@ -549,4 +555,82 @@ mod tests {
         assert_eq!(series.iter().map(acted).collect::<Vec<_>>(), vec![0, 2, 0, 4]);
         assert!(series.iter().all(|b| b.counts.len() == RunState::ALL.len()));
     }
+}
+
+/// The tasks a bulk re-queue selects, with what its preview needs, by id; at most
+/// `BULK_MAX + 1` (one more tells "too many"). `lock`: with the dialect's row locks, inside the
+/// bulk transaction.
+pub(crate) fn bulk_selection(
+    d: &Dialect,
+    selection: &lastword_core::BulkSelection,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+    lock: bool,
+) -> SqlBuf {
+    let cap = lastword_core::action::BULK_MAX as i64 + 1;
+    let mut buf = match selection {
+        // Only a run filter decides states; a list of ids binds nothing else.
+        lastword_core::BulkSelection::Filter(_) => SqlBuf::with_state_params(now, tokens),
+        lastword_core::BulkSelection::Tasks(_) => SqlBuf::default(),
+    };
+    let ids = match selection {
+        lastword_core::BulkSelection::Filter(filter) => {
+            let conds = filter_conditions(d, &mut buf, filter, true);
+            let join = if needs_task_join(filter) { " JOIN tasks t ON t.id = r.task_id" } else { "" };
+            let limit = buf.arg(Value::I64(cap));
+            format!("SELECT DISTINCT r.task_id FROM runs r{join}{} LIMIT {limit}", where_clause(&conds))
+        }
+        lastword_core::BulkSelection::Tasks(ids) => {
+            let placeholders: Vec<String> =
+                ids.iter().take(cap as usize).map(|id| buf.arg(Value::I64(*id))).collect();
+            if placeholders.is_empty() {
+                "SELECT NULL".to_string()
+            } else {
+                placeholders.join(", ")
+            }
+        }
+    };
+    let sql = format!(
+        "SELECT id, kind, safety, status, owner, lease_epoch, lease_expires_at FROM tasks \
+         WHERE id IN ({ids}) ORDER BY id{}",
+        if lock { d.for_update } else { "" }
+    );
+    buf.push(&sql);
+    buf
+}
+
+/// One keyset page of the audit trail, newest first (`operator_actions_created_idx`, or the
+/// actor index when filtered by actor).
+pub(crate) fn audit(filter: &lastword_core::AuditFilter, page: &PageRequest) -> SqlBuf {
+    let mut buf = SqlBuf::default();
+    let mut conds = Vec::new();
+    if let Some(actor) = &filter.actor {
+        conds.push(format!("actor = {}", buf.arg(Value::Text(actor.clone()))));
+    }
+    if let Some(action) = filter.action {
+        conds.push(format!("action = {}", buf.arg(Value::Text(action.as_str().to_string()))));
+    }
+    if let Some(task) = filter.task_id {
+        conds.push(format!("task_id = {}", buf.arg(Value::I64(task))));
+    }
+    if let Some(since) = filter.since {
+        conds.push(format!("created_at >= {}", buf.arg(Value::Time(since))));
+    }
+    if let Some(until) = filter.until {
+        conds.push(format!("created_at < {}", buf.arg(Value::Time(until))));
+    }
+    if let Some(Cursor { claimed_at, id }) = page.after {
+        let at = buf.arg(Value::Time(claimed_at));
+        let id = buf.arg(Value::I64(id));
+        conds
+            .push(format!("created_at <= {at} AND (created_at < {at} OR (created_at = {at} AND id < {id}))"));
+    }
+    let limit = buf.arg(Value::I64(i64::from(page.limit) + 1));
+    let sql = format!(
+        "SELECT {} FROM operator_actions{} ORDER BY created_at DESC, id DESC LIMIT {limit}",
+        crate::rows::ACTION_COLUMNS,
+        where_clause(&conds)
+    );
+    buf.push(&sql);
+    buf
 }

@@ -18,7 +18,8 @@ pub(crate) const RUN_COLUMNS: &str =
 pub(crate) const EFFECT_COLUMNS: &str = "id, run_id, task_id, lease_epoch, kind, idempotency_key, created_at";
 
 pub(crate) const ACTION_COLUMNS: &str =
-    "id, task_id, run_id, action, actor, reason, reference, epoch_seen, epoch_after, outcome, created_at";
+    "id, task_id, run_id, action, actor, reason, reference, epoch_seen, epoch_after, status_seen, outcome, \
+     request_id, created_at";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
@@ -175,7 +176,9 @@ pub(crate) struct ActionRow {
     reference: Option<String>,
     epoch_seen: Option<i64>,
     epoch_after: Option<i64>,
+    status_seen: Option<String>,
     outcome: String,
+    request_id: Option<String>,
     created_at: DateTime<Utc>,
 }
 
@@ -191,8 +194,35 @@ impl From<ActionRow> for OperatorAction {
             reference: r.reference,
             epoch_seen: r.epoch_seen,
             epoch_after: r.epoch_after,
+            status_seen: r.status_seen,
             outcome: r.outcome,
+            request_id: r.request_id,
             created_at: r.created_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct TaskRefRow {
+    id: i64,
+    kind: String,
+    safety: String,
+    status: String,
+    owner: Option<String>,
+    lease_epoch: i64,
+    lease_expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<TaskRefRow> for lastword_core::TaskRef {
+    fn from(r: TaskRefRow) -> Self {
+        lastword_core::TaskRef {
+            id: r.id,
+            kind: r.kind,
+            safety: r.safety,
+            status: r.status,
+            owner: r.owner,
+            lease_epoch: r.lease_epoch,
+            lease_expires_at: r.lease_expires_at,
         }
     }
 }

@@ -253,7 +253,47 @@ macro_rules! impl_store {
                 let audit = $crate::Store::task_actions(self, id).await?;
                 Ok(Some(lastword_core::TaskDetail::new(task, runs, effects, audit, &self.tokens)))
             }
+
+            async fn act(
+                &self,
+                task_id: i64,
+                kind: lastword_core::ActionKind,
+                request: &lastword_core::ActionRequest,
+                actor: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<lastword_core::ActionOutcome>, $crate::StoreError> {
+                self.act_impl(task_id, kind, request, actor, now).await
+            }
+
+            async fn requeue_preview(
+                &self,
+                selection: &lastword_core::BulkSelection,
+                fence: bool,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<lastword_core::BulkPreview, $crate::StoreError> {
+                self.requeue_preview_impl(selection, fence, now).await
+            }
+
+            async fn bulk_requeue(
+                &self,
+                selection: &lastword_core::BulkSelection,
+                request: &lastword_core::BulkRequeueRequest,
+                actor: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<lastword_core::BulkOutcome, $crate::StoreError> {
+                self.bulk_requeue_impl(selection, request, actor, now).await
+            }
+
+            async fn audit(
+                &self,
+                filter: &lastword_core::AuditFilter,
+                page: &lastword_core::PageRequest,
+            ) -> Result<lastword_core::AuditPage, $crate::StoreError> {
+                self.audit_impl(filter, page).await
+            }
         }
+
+        $crate::actions::action_methods!($store);
     };
 }
 pub(crate) use impl_store;

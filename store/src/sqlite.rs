@@ -24,6 +24,8 @@ pub(crate) mod dialect {
         trimmed_output: "trim(r.output, char(32, 9, 10, 13, 11, 12))",
         ilike: "LIKE",
         bucket,
+        begin_write: "BEGIN IMMEDIATE",
+        for_update: "",
     };
 
     /// `unixepoch` reads the RFC 3339 text (fraction and `+00:00` included); SQLite ≥ 3.38.

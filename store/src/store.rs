@@ -5,8 +5,9 @@ use crate::{Backend, Db, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use lastword_core::{
-    CauseFacets, Effect, OperatorAction, Overview, PageRequest, Run, RunFilter, RunListItem, RunPage, Task,
-    TaskDetail, Tokens, Totals, WorkerSummary,
+    ActionKind, ActionOutcome, ActionRequest, AuditFilter, AuditPage, BulkOutcome, BulkPreview,
+    BulkRequeueRequest, BulkSelection, CauseFacets, Effect, OperatorAction, Overview, PageRequest, Run,
+    RunFilter, RunListItem, RunPage, Task, TaskDetail, Tokens, Totals, WorkerSummary,
 };
 
 /// Is the database usable: reachable, and every embedded migration applied?
@@ -93,4 +94,35 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<RunListItem>, StoreError>;
     /// A task with its runs, effects, audit trail and double-execution flags.
     async fn task_detail(&self, id: i64, now: DateTime<Utc>) -> Result<Option<TaskDetail>, StoreError>;
+
+    // --- operator actions (see `actions.rs` for why they are safe on a stale page)
+
+    /// Re-queue, mark compensated or undo it, as `actor`, in one transaction with its audit row.
+    /// `request` must have passed `ActionRequest::validate(kind)`. `None`: no such task.
+    async fn act(
+        &self,
+        task_id: i64,
+        kind: ActionKind,
+        request: &ActionRequest,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ActionOutcome>, StoreError>;
+    /// What a bulk re-queue of `selection` would do now (read only).
+    async fn requeue_preview(
+        &self,
+        selection: &BulkSelection,
+        fence: bool,
+        now: DateTime<Utc>,
+    ) -> Result<BulkPreview, StoreError>;
+    /// Re-queues every task of the preview in one transaction, if it still has the count the
+    /// operator confirmed; one audit row per task.
+    async fn bulk_requeue(
+        &self,
+        selection: &BulkSelection,
+        request: &BulkRequeueRequest,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<BulkOutcome, StoreError>;
+    /// One keyset page of the audit trail, newest first.
+    async fn audit(&self, filter: &AuditFilter, page: &PageRequest) -> Result<AuditPage, StoreError>;
 }
