@@ -3,6 +3,7 @@
 use crate::components::layout::Layout;
 use crate::live::{provide_live_feed, LiveMeta};
 use crate::pages::failures::FailuresPage;
+use crate::pages::login::LoginPage;
 use crate::pages::overview::OverviewPage;
 use crate::pages::task::TaskPage;
 use crate::pages::timeline::TimelinePage;
@@ -52,6 +53,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/tasks/:id") view=TaskPage ssr=SsrMode::Async />
                     <Route path=path!("/workers") view=WorkersPage ssr=SsrMode::Async />
                     <Route path=path!("/timeline") view=TimelinePage ssr=SsrMode::Async />
+                    <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async />
                 </Routes>
             </Layout>
         </Router>

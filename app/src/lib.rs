@@ -4,6 +4,7 @@
 
 pub mod api;
 mod app;
+pub mod auth;
 pub mod components;
 pub mod live;
 pub mod pages;

@@ -73,6 +73,8 @@ impl GlobalArgs {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once at start-up: the size of `serve`'s options does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Serve the dashboard (runs migrations first).
     Serve(ServeArgs),
@@ -84,6 +86,26 @@ pub enum Command {
     /// the configured rates outlive their lease (lost-lease completions, double executions),
     /// fail with a cause, crash silently, or break the contract with empty output.
     Demo(DemoArgs),
+    /// Read a password from stdin and print its argon2 hash, for a `[[user]]` entry of the
+    /// users file (docs/auth.md).
+    HashPassword,
+    /// Print a fresh random API token (shown once) and the `[[token]]` entry to add to the
+    /// users file, which holds only its SHA-256.
+    NewToken(NewTokenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NewTokenArgs {
+    /// Who the token acts as (recorded as the actor of its actions).
+    #[arg(long)]
+    pub name: String,
+    /// viewer or operator.
+    #[arg(long, value_parser = parse_role)]
+    pub role: lastword_core::Role,
+}
+
+fn parse_role(s: &str) -> Result<lastword_core::Role, String> {
+    lastword_core::Role::parse(s).ok_or_else(|| format!("{s:?} is not a role (viewer or operator)"))
 }
 
 #[derive(Debug, Args)]
@@ -104,9 +126,20 @@ pub struct ServeArgs {
 
     #[command(flatten, next_help_heading = "Simulated fleet (with --demo)")]
     pub fleet: lastword_sim::FleetConfig,
+
+    #[command(flatten, next_help_heading = "Authentication (docs/auth.md)")]
+    pub auth: crate::auth::config::AuthArgs,
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match &cli.command {
+        Command::HashPassword => return hash_password(),
+        Command::NewToken(args) => {
+            print!("{}", new_token(&args.name, args.role));
+            return Ok(());
+        }
+        _ => {}
+    }
     let target = cli.global.db_target()?;
     let tokens = cli.global.tokens()?;
     match cli.command {
@@ -126,5 +159,35 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Serve(args) => crate::serve::serve(target, tokens, args).await,
         Command::Demo(args) => crate::serve::demo(target, tokens, args.fleet).await,
+        Command::HashPassword | Command::NewToken(_) => unreachable!("handled above"),
     }
+}
+
+/// `lastword hash-password`: the first line of stdin (so `echo … |` and a typed password both
+/// work), hashed.
+fn hash_password() -> anyhow::Result<()> {
+    use std::io::{BufRead, IsTerminal};
+    if std::io::stdin().is_terminal() {
+        eprintln!("password (echoed; end with Enter):");
+    }
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).context("reading the password from stdin")?;
+    let password = line.trim_end_matches(['\r', '\n']);
+    anyhow::ensure!(!password.is_empty(), "empty password: type one, or pipe it in");
+    println!("{}", crate::auth::users::hash_password(password));
+    Ok(())
+}
+
+/// `lastword new-token`'s output: the token, then the TOML entry for it.
+pub fn new_token(name: &str, role: lastword_core::Role) -> String {
+    let (token, sha256) = crate::auth::users::new_token();
+    format!(
+        "# The token, shown only now; give it to {name}, who sends it as Authorization: Bearer <token>\n\
+         {token}\n\n\
+         # Add to the users file:\n\
+         [[token]]\n\
+         name = {name:?}\n\
+         role = \"{role}\"\n\
+         sha256 = \"{sha256}\"\n"
+    )
 }

@@ -1,6 +1,7 @@
 //! The lastword server as a library, so tests drive exactly the router the binary serves.
 
 pub mod api;
+pub mod auth;
 pub mod cli;
 pub mod events;
 pub mod health;
@@ -11,5 +12,6 @@ pub mod serve;
 pub mod state;
 pub mod telemetry;
 
-pub use routes::router;
+pub use auth::{require_operator, Auth, AuthError, RequireOperator};
+pub use routes::{router, router_with};
 pub use state::AppState;

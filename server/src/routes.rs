@@ -2,7 +2,7 @@
 //! Leptos, with their server functions), and static files. Tests call [`router`] directly.
 
 use crate::AppState;
-use crate::{api, events, health, metrics};
+use crate::{api, auth, events, health, metrics};
 use app::{shell, App};
 use axum::routing::get;
 use axum::Router;
@@ -11,15 +11,24 @@ use leptos_axum::{generate_route_list, LeptosRoutes};
 use tower_http::trace::TraceLayer;
 
 pub fn router(state: AppState) -> Router {
+    router_with(state, Router::new())
+}
+
+/// [`router`] with `extra` routes merged in, behind the same middleware (authentication,
+/// cross-site protection, sessions); for tests that need a route of their own.
+pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
     let routes = generate_route_list(App);
     let store = state.store.clone();
     let live = state.live.clone();
     let options = state.leptos_options.clone();
-    Router::new()
+    let sessions = state.auth.sessions.as_ref().map(|s| s.layer(state.auth.cookie_secure));
+    let router = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::handler))
         .nest("/api/v1", api::routes())
+        .merge(auth::handlers::routes())
+        .merge(extra)
         .route(lastword_core::change::sse::PATH, get(events::events))
         .leptos_routes_with_context(
             &state,
@@ -35,6 +44,13 @@ pub fn router(state: AppState) -> Router {
             move || shell(options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        // Every request, pages and server functions included, gets its principal here (and
+        // is turned away without one, or when a browser sends it from another site).
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware));
+    // Sessions are loaded before the auth middleware reads them (users mode only).
+    let router = match sessions {
+        Some(layer) => router.layer(layer),
+        None => router,
+    };
+    router.layer(TraceLayer::new_for_http()).with_state(state)
 }

@@ -8,13 +8,18 @@ use lastword_sim::FleetConfig;
 use lastword_store::DbTarget;
 
 pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow::Result<()> {
+    // Before anything else: local mode must not be reachable from the network.
+    crate::auth::config::check_local_addr(args.auth.mode, args.addr).map_err(anyhow::Error::msg)?;
     tracing::info!(database = %target.redacted(), "opening database");
     let store = lastword_store::open(&target, tokens)
         .await
         .with_context(|| format!("opening {}", target.redacted()))?;
+    let auth = args.auth.build(args.addr, store.db()).await.context("authentication")?;
+    tracing::info!("auth: {}", auth.describe());
+    let sweeper = auth.sessions.as_ref().map(|s| s.spawn_sweeper());
     let mut options = leptos_options();
     options.site_addr = args.addr;
-    let state = AppState::new(options, store.clone());
+    let state = AppState::with_auth(options, store.clone(), auth);
     // One database watcher for the whole process, fanned out to every browser (docs/live.md).
     let live = state.live.clone();
     live.ensure_started();
@@ -39,7 +44,8 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
     let listener =
         tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
     tracing::info!("serving the dashboard at http://{}", listener.local_addr()?);
-    axum::serve(listener, app)
+    // The peer address is what proxy mode checks against --trusted-proxies.
+    axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
         .with_graceful_shutdown({
             let live = live.clone();
             async move {
@@ -52,6 +58,9 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
         .await
         .context("server error")?;
     live.shutdown().await;
+    if let Some(sweeper) = sweeper {
+        sweeper.abort();
+    }
     if let Some(fleet) = fleet {
         match fleet.await {
             Ok(Ok(report)) => tracing::info!("demo fleet stopped: {report}"),

@@ -1,5 +1,6 @@
 //! Everything a request handler may need, built once at start-up and shared by reference.
 
+use crate::auth::Auth;
 use crate::live::{LiveConfig, LiveHub};
 use axum::extract::FromRef;
 use lastword_store::Store;
@@ -19,12 +20,22 @@ pub struct AppState {
     /// The process's one database watcher for live updates (started on first use, or by
     /// `serve` at start-up).
     pub live: LiveHub,
+    /// Who may use the dashboard and how they are recognised (docs/auth.md).
+    pub auth: Arc<Auth>,
 }
 
 impl AppState {
+    /// In local mode (one local operator, no login), as the embedded default serves.
     pub fn new(leptos_options: LeptosOptions, store: Arc<dyn Store>) -> Self {
+        Self::with_auth(leptos_options, store, Auth::local())
+    }
+
+    /// With an authentication set-up of one's own (users or proxy mode; see [`Auth`]).
+    pub fn with_auth(leptos_options: LeptosOptions, store: Arc<dyn Store>, auth: Auth) -> Self {
         let live = LiveHub::new(store.db().clone(), LiveConfig::default());
-        Self::with_live(leptos_options, store, live)
+        let mut state = Self::with_live(leptos_options, store, live);
+        state.auth = Arc::new(auth);
+        state
     }
 
     /// With a hub of one's own (other timings, or shared by several routers in a test).
@@ -35,6 +46,7 @@ impl AppState {
             live_clients: Arc::new(AtomicI64::new(0)),
             metrics: Arc::new(crate::metrics::MetricsCache::default()),
             live,
+            auth: Arc::new(Auth::local()),
         }
     }
 }

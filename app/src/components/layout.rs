@@ -1,4 +1,5 @@
-//! The frame around every page: navigation, theme, and the place for global banners.
+//! The frame around every page: navigation, theme, who is signed in, and the place for global
+//! banners.
 
 use crate::live::LiveBanner;
 use leptos::prelude::*;
@@ -60,6 +61,8 @@ pub fn Layout(children: Children) -> impl IntoView {
     let theme = RwSignal::new(Theme::System);
     let prefs = provide_time_prefs();
     let help = RwSignal::new(false);
+    // Who is signed in (server-rendered; the browser reuses the value, no extra request).
+    let me = Resource::new(|| (), |_| crate::auth::whoami());
     install_shortcuts(help, prefs.utc);
     // After hydration, pick up the operator's saved choice and persist changes.
     #[cfg(feature = "hydrate")]
@@ -107,6 +110,20 @@ pub fn Layout(children: Children) -> impl IntoView {
                 <button type="button" class="btn btn-quiet" title="Keyboard shortcuts (?)" on:click=move |_| help.update(|h| *h = !*h)>
                     "?"
                 </button>
+                <Suspense fallback=|| ()>
+                    {move || me.get().and_then(Result::ok).flatten().map(|p| view! {
+                        <span class="whoami" data-testid="whoami" title=format!("signed in via {}", p.via)>
+                            {crate::auth::label(&p)}
+                        </span>
+                        // Only a login session can be ended here (tokens, proxies and local
+                        // mode have nothing to log out of).
+                        {(p.via == "session").then(|| view! {
+                            <form method="post" action="/auth/logout" class="logout">
+                                <button type="submit" class="btn btn-quiet" data-testid="logout">"Log out"</button>
+                            </form>
+                        })}
+                    })}
+                </Suspense>
             </nav>
             <LiveBanner />
             <main id="content">{children()}</main>

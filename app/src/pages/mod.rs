@@ -1,6 +1,8 @@
-//! One route component per file; the only place that creates Resources and Actions.
+//! One route component per file; the only place that creates Resources and Actions (besides
+//! the header's who-am-I, `components::layout`).
 
 pub mod failures;
+pub mod login;
 pub mod overview;
 pub mod task;
 pub mod timeline;

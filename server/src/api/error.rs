@@ -1,5 +1,6 @@
 //! The API's one error type and how each variant becomes an HTTP response.
 
+use crate::auth::AuthError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -24,6 +25,10 @@ pub enum ApiError {
     /// chain; the client gets a generic message.
     #[error("internal error")]
     Internal(#[source] StoreError),
+    /// 401 Unauthorized or 403 Forbidden: see [`AuthError`] (`{"error": "unauthorized" |
+    /// "forbidden" | "cross_origin", "message": ...}`).
+    #[error(transparent)]
+    Auth(#[from] AuthError),
 }
 
 impl From<StoreError> for ApiError {
@@ -43,6 +48,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Auth(e) => e.status(),
         }
     }
 }
@@ -61,6 +67,9 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if let ApiError::Auth(e) = self {
+            return e.into_response();
+        }
         let status = self.status();
         let body = match &self {
             ApiError::BadRequest(p) => json!({ "error": p.message, "param": p.param }),
@@ -73,6 +82,7 @@ impl IntoResponse for ApiError {
                 tracing::error!(error = %chain(e), "api: internal error");
                 json!({ "error": self.to_string() })
             }
+            ApiError::Auth(_) => unreachable!("answered above"),
         };
         (status, Json(body)).into_response()
     }

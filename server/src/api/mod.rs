@@ -28,6 +28,7 @@ pub fn routes() -> Router<AppState> {
         .route("/overview", get(overview::get))
         .route("/workers", get(workers::list))
         .route("/timeline", get(timeline::list))
+        .route("/me", get(crate::auth::handlers::me))
         .fallback(|| async { ApiError::NotFound("no such API route".to_string()) })
 }
 

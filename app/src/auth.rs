@@ -1,0 +1,52 @@
+//! Who is looking at the page. The server's auth middleware puts the request's
+//! [`Principal`] in the request extensions before any page renders or server function runs;
+//! this module reads it back out, on the server with [`current_principal`] and in the browser
+//! with the [`whoami`] server function (docs/auth.md).
+
+use lastword_core::Principal;
+use leptos::prelude::*;
+
+/// The principal of the request being served, for server functions and server rendering:
+/// `None` only on the open pages (the login page) when nobody is signed in.
+///
+/// Server functions that change something check the role themselves:
+///
+/// ```text
+/// let who = current_principal().filter(|p| p.can_act())
+///     .ok_or_else(|| ServerFnError::new("operator role required"))?;
+/// ```
+///
+/// leptos_axum provides the request's `http::request::Parts` (extensions included) as context
+/// for both page rendering and server functions, so this works in either.
+#[cfg(feature = "ssr")]
+pub fn current_principal() -> Option<Principal> {
+    use_context::<http::request::Parts>().and_then(|parts| parts.extensions.get::<Principal>().cloned())
+}
+
+/// Who the server says is signed in (the page header shows it).
+#[server(prefix = "/api/fn", endpoint = "whoami")]
+pub async fn whoami() -> Result<Option<Principal>, ServerFnError> {
+    Ok(current_principal())
+}
+
+/// "alice · operator", or "local operator" in local mode.
+pub fn label(p: &Principal) -> String {
+    if p.via == "local" {
+        format!("local {}", p.role)
+    } else {
+        format!("{} · {}", p.name, p.role)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lastword_core::Role;
+
+    #[test]
+    fn labels() {
+        let p = |name: &str, role, via: &str| Principal { name: name.into(), role, via: via.into() };
+        assert_eq!(label(&p("local", Role::Operator, "local")), "local operator");
+        assert_eq!(label(&p("alice", Role::Viewer, "session")), "alice · viewer");
+    }
+}

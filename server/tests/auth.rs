@@ -1,0 +1,560 @@
+//! Who may act: the three authentication modes, sessions, tokens, and cross-site protection,
+//! driven through the router the binary serves (docs/auth.md).
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{header, Request, StatusCode};
+use axum::routing::post;
+use axum::Router;
+use lastword_core::Tokens;
+use lastword_server::auth::config::{AuthArgs, AuthMode};
+use lastword_server::auth::proxy::{header_name, name_list, parse_trusted, ProxyConfig};
+use lastword_server::auth::users::{hash_password, new_token, Users};
+use lastword_server::{router_with, state::leptos_options, AppState, Auth, RequireOperator};
+use lastword_store::testing::sqlite_memory;
+use lastword_store::{store_for, Db};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use tower::ServiceExt;
+
+/// The password hashes, made once per test binary (argon2 is slow on purpose).
+fn hashes() -> &'static (String, String) {
+    static HASHES: OnceLock<(String, String)> = OnceLock::new();
+    HASHES.get_or_init(|| (hash_password("alice-pw"), hash_password("vera-pw")))
+}
+
+struct Fixture {
+    operator_token: String,
+    viewer_token: String,
+    toml: String,
+}
+
+fn fixture() -> Fixture {
+    let (alice, vera) = hashes();
+    let (operator_token, operator_sha) = new_token();
+    let (viewer_token, viewer_sha) = new_token();
+    let toml = format!(
+        r#"
+[[user]]
+name = "alice"
+role = "operator"
+password_hash = "{alice}"
+
+[[user]]
+name = "vera"
+role = "viewer"
+password_hash = "{vera}"
+
+[[token]]
+name = "deploy-bot"
+role = "operator"
+sha256 = "{operator_sha}"
+
+[[token]]
+name = "watcher"
+role = "viewer"
+sha256 = "{viewer_sha}"
+"#
+    );
+    Fixture { operator_token, viewer_token, toml }
+}
+
+/// The real router plus `POST /api/v1/test/act`, an operator-only route that counts its runs.
+fn app(db: &Db, auth: Auth) -> (Router, Arc<AtomicUsize>) {
+    let store = store_for(db.clone(), Tokens::default());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let extra = Router::new().route(
+        "/api/v1/test/act",
+        post(move |RequireOperator(who): RequireOperator| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                format!("acted as {}", who.name)
+            }
+        }),
+    );
+    (router_with(AppState::with_auth(leptos_options(), store, auth), extra), runs)
+}
+
+async fn users_app(db: &Db, toml: &str) -> (Router, Arc<AtomicUsize>) {
+    let auth = Auth::users(Users::parse(toml).unwrap(), db).await.unwrap();
+    app(db, auth)
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: header::HeaderName) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    /// `lastword_session=…` from Set-Cookie, ready for a Cookie header.
+    fn session_cookie(&self) -> Option<String> {
+        self.headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|c| c.starts_with("lastword_session="))
+            .map(|c| c.split(';').next().unwrap().to_string())
+    }
+}
+
+async fn send(app: &Router, request: Request<Body>) -> Answer {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), 10 << 20).await.unwrap();
+    Answer { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
+}
+
+fn get(uri: &str) -> axum::http::request::Builder {
+    Request::get(uri)
+}
+
+fn form(uri: &str, body: &str) -> Request<Body> {
+    Request::post(uri)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+async fn login(app: &Router, user: &str, password: &str, next: &str) -> Answer {
+    let next: String = url::form_urlencoded::byte_serialize(next.as_bytes()).collect();
+    send(app, form("/auth/login", &format!("username={user}&password={password}&next={next}"))).await
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+// ---------------------------------------------------------------- local mode
+
+#[tokio::test]
+async fn local_mode_gives_the_local_operator_without_login() {
+    let db = sqlite_memory().await;
+    let (app, runs) = app(&db, Auth::local());
+    let me = send(&app, get("/api/v1/me").body(Body::empty()).unwrap()).await;
+    assert_eq!(me.status, StatusCode::OK, "{}", me.body);
+    let me = me.json();
+    assert_eq!((me["name"].as_str(), me["role"].as_str()), (Some("local"), Some("operator")));
+    assert_eq!((me["via"].as_str(), me["mode"].as_str()), (Some("local"), Some("local")));
+
+    let acted = send(&app, Request::post("/api/v1/test/act").body(Body::empty()).unwrap()).await;
+    assert_eq!(acted.status, StatusCode::OK, "{}", acted.body);
+    assert_eq!(acted.body, "acted as local");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    let page = send(&app, get("/").body(Body::empty()).unwrap()).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("local operator"), "the header says who: {}", page.body);
+    assert!(!page.body.contains("/auth/logout"), "nothing to log out of: {}", page.body);
+}
+
+#[tokio::test]
+async fn local_mode_refuses_cross_site_writes_so_no_web_page_can_act_through_the_browser() {
+    let db = sqlite_memory().await;
+    let (app, runs) = app(&db, Auth::local());
+    let from_evil = send(
+        &app,
+        Request::post("/api/v1/test/act")
+            .header("origin", "http://evil.example")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(from_evil.status, StatusCode::FORBIDDEN);
+    assert_eq!(from_evil.json()["error"], "cross_origin");
+    assert_eq!(from_evil.json()["message"], "cross-origin request refused");
+    // Leptos server functions too.
+    let server_fn = send(
+        &app,
+        Request::post("/api/fn/totals")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header("sec-fetch-site", "cross-site")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(server_fn.status, StatusCode::FORBIDDEN, "{}", server_fn.body);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the handler never ran");
+}
+
+// ---------------------------------------------------------------- users mode: the gate
+
+#[tokio::test]
+async fn users_mode_without_credentials_is_401_for_the_api_and_the_login_page_for_browsers() {
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let (app, _) = users_app(&db, &f.toml).await;
+
+    let api = send(&app, get("/api/v1/runs").body(Body::empty()).unwrap()).await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(api.header(header::WWW_AUTHENTICATE), Some("Bearer"));
+    assert_eq!(api.json()["error"], "unauthorized");
+    let me = send(&app, get("/api/v1/me").body(Body::empty()).unwrap()).await;
+    assert_eq!(me.status, StatusCode::UNAUTHORIZED);
+    let server_fn = send(&app, form("/api/fn/totals", "")).await;
+    assert_eq!(server_fn.status, StatusCode::UNAUTHORIZED, "{}", server_fn.body);
+
+    let page = send(&app, get("/failures?worker=w1").body(Body::empty()).unwrap()).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.header(header::LOCATION), Some("/login?next=%2Ffailures%3Fworker%3Dw1"));
+
+    // Open: probes, metrics, and the login page itself.
+    for open in ["/healthz", "/readyz", "/metrics"] {
+        let answer = send(&app, get(open).body(Body::empty()).unwrap()).await;
+        assert_eq!(answer.status, StatusCode::OK, "{open}: {}", answer.body);
+    }
+    let login_page = send(&app, get("/login?next=%2Ffailures&error=1").body(Body::empty()).unwrap()).await;
+    assert_eq!(login_page.status, StatusCode::OK);
+    assert!(login_page.body.contains(r#"action="/auth/login""#), "{}", login_page.body);
+    assert!(login_page.body.contains(r#"name="next""#) && login_page.body.contains("/failures"));
+    assert!(login_page.body.contains("login-error"), "?error=1 shows the message");
+}
+
+// ---------------------------------------------------------------- users mode: tokens
+
+#[tokio::test]
+async fn tokens_viewers_read_operators_act_unknown_ones_are_refused() {
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let (app, runs) = users_app(&db, &f.toml).await;
+    let act = |token: &str| {
+        Request::post("/api/v1/test/act")
+            .header(header::AUTHORIZATION, bearer(token))
+            .body(Body::empty())
+            .unwrap()
+    };
+
+    let read = send(
+        &app,
+        get("/api/v1/runs")
+            .header(header::AUTHORIZATION, bearer(&f.viewer_token))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(read.status, StatusCode::OK, "{}", read.body);
+
+    let viewer = send(&app, act(&f.viewer_token)).await;
+    assert_eq!(viewer.status, StatusCode::FORBIDDEN, "{}", viewer.body);
+    assert_eq!(viewer.json()["error"], "forbidden");
+    assert_eq!(viewer.json()["message"], "viewer watcher may not act; operator role required");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+    let operator = send(&app, act(&f.operator_token)).await;
+    assert_eq!(operator.status, StatusCode::OK, "{}", operator.body);
+    assert_eq!(operator.body, "acted as deploy-bot");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    let me = send(
+        &app,
+        get("/api/v1/me")
+            .header(header::AUTHORIZATION, bearer(&f.operator_token))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await
+    .json();
+    assert_eq!(
+        (me["name"].as_str(), me["via"].as_str(), me["mode"].as_str()),
+        (Some("deploy-bot"), Some("token"), Some("users"))
+    );
+
+    let unknown = send(&app, act("lw_not-a-real-token")).await;
+    assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
+    assert!(unknown.header(header::WWW_AUTHENTICATE).unwrap().starts_with("Bearer"));
+    // A token is exempt from the cross-site check: scripts send no cookie to abuse.
+    let scripted = Request::post("/api/v1/test/act")
+        .header(header::AUTHORIZATION, bearer(&f.operator_token))
+        .header("origin", "http://elsewhere.example")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, scripted).await.status, StatusCode::OK);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+// ---------------------------------------------------------------- users mode: sessions
+
+#[tokio::test]
+async fn a_wrong_password_redirects_back_with_an_error_and_no_session() {
+    let db = sqlite_memory().await;
+    let (app, _) = users_app(&db, &fixture().toml).await;
+    let wrong = login(&app, "alice", "nope", "/failures").await;
+    assert_eq!(wrong.status, StatusCode::SEE_OTHER);
+    assert_eq!(wrong.header(header::LOCATION), Some("/login?error=1&next=%2Ffailures"));
+    assert_eq!(wrong.session_cookie(), None);
+    let nobody = login(&app, "mallory", "alice-pw", "/").await;
+    assert_eq!(nobody.header(header::LOCATION), Some("/login?error=1&next=%2F"));
+    assert_eq!(nobody.session_cookie(), None);
+}
+
+#[tokio::test]
+async fn login_gives_a_session_that_names_the_user_until_logout() {
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let (app, _) = users_app(&db, &f.toml).await;
+    let ok = login(&app, "alice", "alice-pw", "/failures?worker=w1").await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+    assert_eq!(ok.header(header::LOCATION), Some("/failures?worker=w1"));
+    let set_cookie = ok.header(header::SET_COOKIE).unwrap().to_string();
+    assert!(set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Lax"), "{set_cookie}");
+    assert!(!set_cookie.contains("Secure"), "{set_cookie}");
+    assert!(set_cookie.contains("Max-Age=43200"), "12 hours: {set_cookie}");
+    let cookie = ok.session_cookie().unwrap();
+
+    let me = send(&app, get("/api/v1/me").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(me.status, StatusCode::OK, "{}", me.body);
+    let me = me.json();
+    assert_eq!((me["name"].as_str(), me["role"].as_str()), (Some("alice"), Some("operator")));
+    assert_eq!((me["via"].as_str(), me["mode"].as_str()), (Some("session"), Some("users")));
+
+    let page = send(&app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("alice · operator"), "{}", page.body);
+    assert!(page.body.contains(r#"action="/auth/logout""#), "{}", page.body);
+
+    // A bad token is refused even next to a good session.
+    let mixed =
+        get("/api/v1/me").header(header::COOKIE, &cookie).header(header::AUTHORIZATION, "Bearer wrong");
+    assert_eq!(send(&app, mixed.body(Body::empty()).unwrap()).await.status, StatusCode::UNAUTHORIZED);
+
+    let out = Request::post("/auth/logout").header(header::COOKIE, &cookie).body(Body::empty()).unwrap();
+    let out = send(&app, out).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(out.header(header::LOCATION), Some("/login"));
+    let after =
+        send(&app, get("/api/v1/me").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(after.status, StatusCode::UNAUTHORIZED, "the session ended: {}", after.body);
+}
+
+#[tokio::test]
+async fn after_login_only_local_paths_are_followed() {
+    let db = sqlite_memory().await;
+    let (app, _) = users_app(&db, &fixture().toml).await;
+    for next in ["//evil.example", "https://evil.example/", "/\\evil.example"] {
+        let ok = login(&app, "alice", "alice-pw", next).await;
+        assert_eq!(ok.status, StatusCode::SEE_OTHER);
+        assert_eq!(ok.header(header::LOCATION), Some("/"), "{next}");
+    }
+}
+
+#[tokio::test]
+async fn the_cookie_is_secure_when_asked() {
+    let db = sqlite_memory().await;
+    let auth =
+        Auth::users(Users::parse(&fixture().toml).unwrap(), &db).await.unwrap().with_cookie_secure(true);
+    let (app, _) = app(&db, auth);
+    let ok = login(&app, "alice", "alice-pw", "/").await;
+    assert!(ok.header(header::SET_COOKIE).unwrap().contains("Secure"));
+}
+
+#[tokio::test]
+async fn sessions_are_shared_between_servers_and_end_when_the_user_is_removed() {
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let (first, _) = users_app(&db, &f.toml).await;
+    let (second, _) = users_app(&db, &f.toml).await;
+    let cookie = login(&first, "vera", "vera-pw", "/").await.session_cookie().unwrap();
+    let me =
+        send(&second, get("/api/v1/me").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(me.status, StatusCode::OK, "another server on the same database knows the session");
+    assert_eq!(me.json()["role"], "viewer");
+
+    // The same file without vera.
+    let without_vera = f.toml.replace("name = \"vera\"", "name = \"victor\"");
+    let (third, _) = users_app(&db, &without_vera).await;
+    let me =
+        send(&third, get("/api/v1/me").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(me.status, StatusCode::UNAUTHORIZED, "{}", me.body);
+}
+
+#[tokio::test]
+async fn a_viewer_session_may_not_act() {
+    let db = sqlite_memory().await;
+    let (app, runs) = users_app(&db, &fixture().toml).await;
+    let cookie = login(&app, "vera", "vera-pw", "/").await.session_cookie().unwrap();
+    let act = Request::post("/api/v1/test/act")
+        .header(header::COOKIE, &cookie)
+        .header("sec-fetch-site", "same-origin")
+        .body(Body::empty())
+        .unwrap();
+    let answer = send(&app, act).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert_eq!(answer.json()["message"], "viewer vera may not act; operator role required");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+// ---------------------------------------------------------------- cross-site protection
+
+#[tokio::test]
+async fn cross_site_writes_with_a_valid_session_are_refused_before_the_handler_runs() {
+    let db = sqlite_memory().await;
+    let (app, runs) = users_app(&db, &fixture().toml).await;
+    let cookie = login(&app, "alice", "alice-pw", "/").await.session_cookie().unwrap();
+    let act = |headers: &[(&str, &str)]| {
+        let mut request = Request::post("/api/v1/test/act")
+            .header(header::COOKIE, &cookie)
+            .header(header::HOST, "dash.internal:3000");
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        request.body(Body::empty()).unwrap()
+    };
+
+    for refused in [
+        vec![("origin", "http://evil.example")],
+        vec![("sec-fetch-site", "cross-site")],
+        vec![("sec-fetch-site", "same-site"), ("origin", "http://other.dash.internal:3000")],
+    ] {
+        let answer = send(&app, act(&refused)).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{refused:?}");
+        assert_eq!(answer.json()["error"], "cross_origin", "{refused:?}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the handler never ran");
+
+    for allowed in [
+        vec![("sec-fetch-site", "same-origin"), ("origin", "http://dash.internal:3000")],
+        vec![("origin", "http://dash.internal:3000")],
+        vec![],
+    ] {
+        let answer = send(&app, act(&allowed)).await;
+        assert_eq!(answer.status, StatusCode::OK, "{allowed:?}: {}", answer.body);
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+
+    // The login form too: another site must not sign the browser in to its own account.
+    let forged = Request::post("/auth/login")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header("sec-fetch-site", "cross-site")
+        .body(Body::from("username=alice&password=alice-pw&next=%2F"))
+        .unwrap();
+    let forged = send(&app, forged).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    assert_eq!(forged.session_cookie(), None);
+}
+
+#[tokio::test]
+async fn a_public_origin_is_trusted_behind_a_host_rewriting_proxy() {
+    let db = sqlite_memory().await;
+    let origin =
+        lastword_server::auth::cross_origin::PublicOrigin::parse("https://lastword.example.com").unwrap();
+    let (app, runs) = app(&db, Auth::local().with_public_origins(vec![origin]));
+    let request = |origin: &str| {
+        Request::post("/api/v1/test/act")
+            .header(header::HOST, "10.0.0.5:3000")
+            .header("origin", origin)
+            .body(Body::empty())
+            .unwrap()
+    };
+    assert_eq!(send(&app, request("https://lastword.example.com")).await.status, StatusCode::OK);
+    assert_eq!(send(&app, request("https://evil.example")).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+// ---------------------------------------------------------------- proxy mode
+
+fn proxy_auth(tokens: Option<Users>) -> Auth {
+    let mut proxy = ProxyConfig::new("X-Forwarded-User", parse_trusted("10.0.0.0/8").unwrap()).unwrap();
+    proxy.operators = name_list("alice");
+    proxy.groups_header = Some(header_name("X-Forwarded-Groups").unwrap());
+    proxy.operator_groups = name_list("sre, oncall");
+    Auth::proxy(proxy, tokens)
+}
+
+fn from_peer(peer: &str, uri: &str, user: Option<&str>, groups: Option<&str>) -> Request<Body> {
+    let mut request = Request::get(uri);
+    if let Some(user) = user {
+        request = request.header("x-forwarded-user", user);
+    }
+    if let Some(groups) = groups {
+        request = request.header("x-forwarded-groups", groups);
+    }
+    let mut request = request.body(Body::empty()).unwrap();
+    request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+    request
+}
+
+#[tokio::test]
+async fn proxy_mode_believes_trusted_peers_only_and_maps_roles() {
+    let db = sqlite_memory().await;
+    let (app, _) = app(&db, proxy_auth(None));
+    let me = |peer: &'static str, user, groups| {
+        let app = app.clone();
+        async move { send(&app, from_peer(peer, "/api/v1/me", user, groups)).await }
+    };
+
+    let alice = me("10.1.2.3:5555", Some("alice"), None).await;
+    assert_eq!(alice.status, StatusCode::OK, "{}", alice.body);
+    let alice = alice.json();
+    assert_eq!((alice["name"].as_str(), alice["role"].as_str()), (Some("alice"), Some("operator")));
+    assert_eq!((alice["via"].as_str(), alice["mode"].as_str()), (Some("proxy"), Some("proxy")));
+    assert_eq!(me("10.1.2.3:5555", Some("carol"), Some("devs,oncall")).await.json()["role"], "operator");
+    assert_eq!(me("10.1.2.3:5555", Some("dave"), Some("devs")).await.json()["role"], "viewer");
+
+    let untrusted = me("192.168.7.7:5555", Some("alice"), None).await;
+    assert_eq!(untrusted.status, StatusCode::UNAUTHORIZED, "{}", untrusted.body);
+    assert_eq!(me("10.1.2.3:5555", None, None).await.status, StatusCode::UNAUTHORIZED);
+    // Pages: a plain 401, not a login form the proxy mode does not have.
+    let page = send(&app, from_peer("192.168.7.7:5555", "/", Some("alice"), None)).await;
+    assert_eq!(page.status, StatusCode::UNAUTHORIZED);
+    assert!(page.body.contains("proxy"), "{}", page.body);
+}
+
+#[tokio::test]
+async fn proxy_mode_also_takes_tokens_from_a_users_file() {
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let (app, _) = app(&db, proxy_auth(Some(Users::parse(&f.toml).unwrap())));
+    let mut request = from_peer("192.168.7.7:5555", "/api/v1/me", None, None);
+    request.headers_mut().insert(header::AUTHORIZATION, bearer(&f.viewer_token).parse().unwrap());
+    let answer = send(&app, request).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert_eq!(answer.json()["name"], "watcher");
+}
+
+// ---------------------------------------------------------------- start-up validation
+
+#[tokio::test]
+async fn users_files_are_validated_at_start() {
+    let db = sqlite_memory().await;
+    let addr: SocketAddr = "0.0.0.0:3000".parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let build = |text: &str| {
+        let path = dir.path().join("users.toml");
+        std::fs::write(&path, text).unwrap();
+        let args = AuthArgs { mode: AuthMode::Users, users_file: Some(path), ..AuthArgs::default() };
+        let db = db.clone();
+        async move { args.build(addr, &db).await.map(|_| ()).map_err(|e| format!("{e:#}")) }
+    };
+    let good = fixture().toml;
+    assert_eq!(build(&good).await, Ok(()));
+    let errors = [
+        (good.replace("role = \"viewer\"", "role = \"admin\""), "unknown role \"admin\""),
+        (good.replace("name = \"vera\"", "name = \"alice\""), "\"alice\" is defined more than once"),
+        (good.replace(&hashes().0, "$argon2id$v=19$garbage"), "password_hash is not an argon2 PHC string"),
+        (String::new(), "at least one [[user]] or [[token]]"),
+    ];
+    for (text, expected) in errors {
+        let err = build(&text).await.unwrap_err();
+        assert!(err.contains(expected), "expected {expected:?} in {err:?}");
+        assert!(err.contains("users.toml"), "names the file: {err}");
+    }
+    let missing = AuthArgs { mode: AuthMode::Users, ..AuthArgs::default() };
+    let err = format!("{:#}", missing.build(addr, &db).await.unwrap_err());
+    assert!(err.contains("--users-file"), "{err}");
+
+    let local = AuthArgs::default();
+    let err = format!("{:#}", local.build(addr, &db).await.unwrap_err());
+    assert!(err.contains("0.0.0.0:3000") && err.contains("loopback"), "{err}");
+}
