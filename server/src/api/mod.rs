@@ -2,6 +2,7 @@
 //! `docs/api.md`). One file per resource; every handler parses its parameters into the core
 //! types (a bad one is a 400 naming it), makes its store calls, and answers JSON.
 
+mod actions;
 mod error;
 mod overview;
 mod runs;
@@ -12,7 +13,7 @@ mod workers;
 pub use error::ApiError;
 
 use crate::AppState;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use chrono::{DateTime, Utc};
 use lastword_core::query::parse_time;
@@ -29,6 +30,12 @@ pub fn routes() -> Router<AppState> {
         .route("/workers", get(workers::list))
         .route("/timeline", get(timeline::list))
         .route("/me", get(crate::auth::handlers::me))
+        .route("/tasks/{id}/requeue", post(actions::requeue))
+        .route("/tasks/{id}/compensate", post(actions::compensate))
+        .route("/tasks/{id}/uncompensate", post(actions::uncompensate))
+        .route("/requeue/preview", get(actions::preview))
+        .route("/requeue", post(actions::bulk_requeue))
+        .route("/audit", get(actions::audit))
         .fallback(|| async { ApiError::NotFound("no such API route".to_string()) })
 }
 

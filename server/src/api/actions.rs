@@ -1,0 +1,161 @@
+//! The operator actions over HTTP: `POST /api/v1/tasks/{id}/requeue|compensate|uncompensate`,
+//! the bulk re-queue (`GET /api/v1/requeue/preview`, `POST /api/v1/requeue`) and the audit trail
+//! (`GET /api/v1/audit`). Each handler checks the caller may act, validates the body (400
+//! naming the field), and hands over to the store, whose one transaction decides; a refusal is
+//! 409 with what changed and the task as it is now. Documented in `docs/api.md`.
+
+use super::{now, path_id, query_pairs, ApiError};
+use crate::{AppState, RequireOperator};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use lastword_core::action::parse_audit_query;
+use lastword_core::query::parse_run_query;
+use lastword_core::{
+    ActionKind, ActionOutcome, ActionRequest, AuditPage, BulkOutcome, BulkPreview, BulkRequeueRequest,
+    BulkSelection, ParamError, Principal,
+};
+use serde_json::json;
+
+/// A JSON body, or a 400 that says what is wrong with it (axum's own rejections are 415/422
+/// plain text).
+fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    body.map(|Json(b)| b).map_err(|e| ParamError::new("body", e.body_text()).into())
+}
+
+fn outcome_response(outcome: ActionOutcome) -> Response {
+    match outcome {
+        ActionOutcome::Applied { .. } | ActionOutcome::Replayed { .. } => {
+            (StatusCode::OK, Json(outcome)).into_response()
+        }
+        ActionOutcome::Refused(r) => (
+            StatusCode::CONFLICT,
+            Json(json!({
+                "outcome": "refused",
+                "error": r.code.as_str(),
+                "message": r.message,
+                "task": r.task,
+            })),
+        )
+            .into_response(),
+    }
+}
+
+async fn act(
+    state: AppState,
+    kind: ActionKind,
+    id: String,
+    actor: Principal,
+    request: Result<Json<ActionRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let id = path_id("id", &id)?;
+    let request = body(request)?.validate(kind)?;
+    match state.store.act(id, kind, &request, &actor.name, now()).await? {
+        Some(outcome) => Ok(outcome_response(outcome)),
+        None => Err(ApiError::NotFound(format!("task {id}"))),
+    }
+}
+
+/// `POST /api/v1/tasks/{id}/requeue` `{"reason", "expected_epoch", "expected_status"?, "fence"?,
+/// "run_id"?, "request_id"?}`.
+pub async fn requeue(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RequireOperator(actor): RequireOperator,
+    request: Result<Json<ActionRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    act(state, ActionKind::Requeue, id, actor, request).await
+}
+
+/// `POST /api/v1/tasks/{id}/compensate` `{"reason", "reference"?, "expected_epoch"?, "request_id"?}`.
+pub async fn compensate(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RequireOperator(actor): RequireOperator,
+    request: Result<Json<ActionRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    act(state, ActionKind::Compensate, id, actor, request).await
+}
+
+/// `POST /api/v1/tasks/{id}/uncompensate` `{"reason", "request_id"?}`: undoes a compensation mark.
+pub async fn uncompensate(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RequireOperator(actor): RequireOperator,
+    request: Result<Json<ActionRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    act(state, ActionKind::Uncompensate, id, actor, request).await
+}
+
+/// The run filter of a bulk request (the `/api/v1/runs` parameters; paging ignored) and its
+/// `fence` flag.
+fn bulk_filter(raw: Option<&str>) -> Result<(BulkSelection, bool), ParamError> {
+    let mut fence = false;
+    let mut pairs = Vec::new();
+    for (k, v) in query_pairs(raw) {
+        match k.as_str() {
+            "fence" => {
+                fence = match v.as_str() {
+                    "true" | "1" => true,
+                    "false" | "0" | "" => false,
+                    _ => return Err(ParamError::new("fence", "true or false")),
+                }
+            }
+            "after" | "limit" => {}
+            _ => pairs.push((k, v)),
+        }
+    }
+    let (filter, _page) = parse_run_query(&pairs, now())?;
+    Ok((BulkSelection::Filter(filter), fence))
+}
+
+/// `GET /api/v1/requeue/preview?<run filter>[&fence=true]`: what a bulk re-queue would do now.
+pub async fn preview(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<BulkPreview>, ApiError> {
+    let (selection, fence) = bulk_filter(raw.as_deref())?;
+    Ok(Json(state.store.requeue_preview(&selection, fence, now()).await?))
+}
+
+/// `POST /api/v1/requeue?<run filter>` `{"reason", "expected_count", "fence"?, "request_id"?}`,
+/// or with `"task_ids": [...]` (and no filter) for a selection.
+pub async fn bulk_requeue(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+    RequireOperator(actor): RequireOperator,
+    request: Result<Json<BulkRequeueRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let request = body(request)?.validate()?;
+    let (filtered, fence_param) = bulk_filter(raw.as_deref())?;
+    let selection = match (&request.task_ids, raw.as_deref().is_some_and(|q| !q.trim().is_empty())) {
+        (Some(_), true) => {
+            return Err(ParamError::new(
+                "task_ids",
+                "send either task_ids or a filter in the query, not both",
+            )
+            .into())
+        }
+        (Some(ids), false) => BulkSelection::Tasks(ids.clone()),
+        (None, _) => filtered,
+    };
+    let request = BulkRequeueRequest { fence: request.fence || fence_param, ..request };
+    let outcome = state.store.bulk_requeue(&selection, &request, &actor.name, now()).await?;
+    let status = match outcome {
+        BulkOutcome::Refused { .. } => StatusCode::CONFLICT,
+        _ => StatusCode::OK,
+    };
+    Ok((status, Json(outcome)).into_response())
+}
+
+/// `GET /api/v1/audit?actor=&action=&task=&since=&until=&after=&limit=`: the audit trail, newest
+/// first.
+pub async fn audit(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<AuditPage>, ApiError> {
+    let (filter, page) = parse_audit_query(&query_pairs(raw.as_deref()), now())?;
+    Ok(Json(state.store.audit(&filter, &page).await?))
+}
