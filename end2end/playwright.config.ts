@@ -3,6 +3,7 @@
 // from an empty database. Chromium is Debian's (/usr/bin/chromium): Playwright's own browser
 // download is not reachable from these machines.
 import { defineConfig, devices } from "@playwright/test";
+import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -12,6 +13,28 @@ const baseURL = `http://127.0.0.1:${port}`;
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "lastword-e2e-"));
 const repoRoot = path.resolve(__dirname, "..");
 const binary = process.env.LASTWORD_BIN ?? path.join(repoRoot, "target", "debug", "lastword");
+
+// A second dashboard server on the same database, in users mode: a viewer and an operator
+// who sign in with the login form (the first server is local mode: one operator, no login).
+// Exported for the specs through E2E_USERS_URL.
+export const usersPort = port + 1;
+const hash = (password: string) =>
+  execFileSync(binary, ["hash-password"], { input: `${password}\n` }).toString().trim();
+const usersToml = fs.existsSync(binary)
+  ? `
+[[user]]
+name = "vera"
+role = "viewer"
+password_hash = "${hash("vera-pw")}"
+
+[[user]]
+name = "oscar"
+role = "operator"
+password_hash = "${hash("oscar-pw")}"
+`
+  : "";
+process.env.E2E_USERS_URL = `http://127.0.0.1:${usersPort}`;
+const database = process.env.E2E_DATABASE_URL ? { DATABASE_URL: process.env.E2E_DATABASE_URL } : {};
 
 const chromium = {
   ...devices["Desktop Chrome"],
@@ -43,22 +66,41 @@ export default defineConfig({
     // The server-rendered pages must be readable with JavaScript off.
     { name: "no-js", use: { ...chromium, javaScriptEnabled: false }, grep: /@nojs/ },
   ],
-  webServer: {
-    // The demo fleet writes while the tests run: its scripted opening produces one run of each
-    // kind within seconds, so every page has something to show and live updates have a source.
-    command: `${binary} serve --addr 127.0.0.1:${port} --demo --seed 1 --lease 3s`,
-    cwd: repoRoot,
-    url: `${baseURL}/readyz`,
-    timeout: 120_000,
-    reuseExistingServer: false,
-    stdout: "pipe",
-    stderr: "pipe",
-    env: {
-      // E2E_DATABASE_URL runs the same suite against PostgreSQL (scripts/test does both).
-      ...(process.env.E2E_DATABASE_URL ? { DATABASE_URL: process.env.E2E_DATABASE_URL } : {}),
-      LASTWORD_DATA_DIR: dataDir,
-      LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),
-      RUST_LOG: process.env.RUST_LOG ?? "warn",
+  webServer: [
+    {
+      // The demo fleet writes while the tests run: its scripted opening produces one run of each
+      // kind within seconds, so every page has something to show and live updates have a source.
+      command: `${binary} serve --addr 127.0.0.1:${port} --demo --seed 1 --lease 3s`,
+      cwd: repoRoot,
+      url: `${baseURL}/readyz`,
+      timeout: 120_000,
+      reuseExistingServer: false,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        // E2E_DATABASE_URL runs the same suite against PostgreSQL (scripts/test does both).
+        ...database,
+        LASTWORD_DATA_DIR: dataDir,
+        LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),
+        RUST_LOG: process.env.RUST_LOG ?? "warn",
+      },
     },
-  },
+    {
+      // Same database (the SQLite file in the same data directory, or the same PostgreSQL).
+      command: `${binary} serve --addr 127.0.0.1:${usersPort} --auth users`,
+      cwd: repoRoot,
+      url: `http://127.0.0.1:${usersPort}/readyz`,
+      timeout: 120_000,
+      reuseExistingServer: false,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        ...database,
+        LASTWORD_DATA_DIR: dataDir,
+        LASTWORD_USERS: usersToml,
+        LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),
+        RUST_LOG: process.env.RUST_LOG ?? "warn",
+      },
+    },
+  ],
 });

@@ -2,6 +2,7 @@
 
 use crate::components::layout::Layout;
 use crate::live::{provide_live_feed, LiveMeta};
+use crate::pages::audit::AuditPage;
 use crate::pages::failures::FailuresPage;
 use crate::pages::login::LoginPage;
 use crate::pages::overview::OverviewPage;
@@ -53,6 +54,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/tasks/:id") view=TaskPage ssr=SsrMode::Async />
                     <Route path=path!("/workers") view=WorkersPage ssr=SsrMode::Async />
                     <Route path=path!("/timeline") view=TimelinePage ssr=SsrMode::Async />
+                    <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async />
                     <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async />
                 </Routes>
             </Layout>

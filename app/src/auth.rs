@@ -29,6 +29,20 @@ pub async fn whoami() -> Result<Option<Principal>, ServerFnError> {
     Ok(current_principal())
 }
 
+/// The header's who-am-I resource, shared with the pages through context (one request per
+/// page load, server-rendered and reused by the browser).
+#[derive(Clone, Copy)]
+pub struct Me(pub Resource<Result<Option<Principal>, ServerFnError>>);
+
+/// Whether the signed-in principal may act: pages show action buttons only then (the server
+/// checks again on every action). Read it inside a `Suspense`.
+pub fn use_can_act() -> Signal<bool> {
+    let me = use_context::<Me>();
+    Signal::derive(move || {
+        me.and_then(|m| m.0.get()).and_then(Result::ok).flatten().is_some_and(|p| p.can_act())
+    })
+}
+
 /// "alice · operator", or "local operator" in local mode.
 pub fn label(p: &Principal) -> String {
     if p.via == "local" {

@@ -1,3 +1,4 @@
+#![recursion_limit = "256"]
 //! The lastword dashboard as a Leptos app. Built twice by cargo-leptos: with `ssr` into the
 //! server binary (pages render on the server, readable with JavaScript off) and with `hydrate`
 //! into wasm (the same components take over in the browser for live updates).

@@ -92,6 +92,13 @@ pub enum Command {
     /// Print a fresh random API token (shown once) and the `[[token]]` entry to add to the
     /// users file, which holds only its SHA-256.
     NewToken(NewTokenArgs),
+    /// Re-queue a task (fenced, checked against the epoch you saw, audited), or with --filter
+    /// every task a run filter selects (prints a preview unless --expect gives its count).
+    Requeue(crate::act::RequeueArgs),
+    /// Record that a task's duplicate effect was compensated (or --undo it), audited.
+    Compensate(crate::act::CompensateArgs),
+    /// Print the audit trail of operator actions, newest first.
+    Audit(crate::act::AuditArgs),
 }
 
 #[derive(Debug, Args)]
@@ -131,12 +138,15 @@ pub struct ServeArgs {
     pub auth: crate::auth::config::AuthArgs,
 }
 
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs the command; the exit status is `SUCCESS` unless a command has its own (the actions
+/// exit 3 when refused).
+pub async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+    let ok = std::process::ExitCode::SUCCESS;
     match &cli.command {
-        Command::HashPassword => return hash_password(),
+        Command::HashPassword => return hash_password().map(|()| ok),
         Command::NewToken(args) => {
             print!("{}", new_token(&args.name, args.role));
-            return Ok(());
+            return Ok(ok);
         }
         _ => {}
     }
@@ -155,12 +165,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 readiness.pending_migrations
             );
             println!("migrations applied ({})", target.redacted());
-            Ok(())
+            Ok(ok)
         }
-        Command::Serve(args) => crate::serve::serve(target, tokens, args).await,
-        Command::Demo(args) => crate::serve::demo(target, tokens, args.fleet).await,
+        Command::Serve(args) => crate::serve::serve(target, tokens, args).await.map(|()| ok),
+        Command::Demo(args) => crate::serve::demo(target, tokens, args.fleet).await.map(|()| ok),
+        Command::Requeue(args) => crate::act::requeue(open(&target, tokens).await?.as_ref(), args).await,
+        Command::Compensate(args) => {
+            crate::act::compensate(open(&target, tokens).await?.as_ref(), args).await
+        }
+        Command::Audit(args) => crate::act::audit(open(&target, tokens).await?.as_ref(), args).await,
         Command::HashPassword | Command::NewToken(_) => unreachable!("handled above"),
     }
+}
+
+/// The store, migrated, for a one-shot command.
+async fn open(
+    target: &DbTarget,
+    tokens: Tokens,
+) -> anyhow::Result<std::sync::Arc<dyn lastword_store::Store>> {
+    lastword_store::open(target, tokens).await.with_context(|| format!("opening {}", target.redacted()))
 }
 
 /// `lastword hash-password`: the first line of stdin (so `echo … |` and a typed password both

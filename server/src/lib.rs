@@ -1,5 +1,6 @@
 //! The lastword server as a library, so tests drive exactly the router the binary serves.
 
+pub mod act;
 pub mod api;
 pub mod auth;
 pub mod cli;

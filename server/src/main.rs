@@ -8,7 +8,7 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     lastword_server::telemetry::init(cli.global.log_format);
     match lastword_server::cli::run(cli).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             tracing::error!("{e:#}");
             eprintln!("error: {e:#}");

@@ -1,6 +1,7 @@
 //! Server functions, one file per resource: each reads the store from context, makes one store
 //! call, and maps errors to a message fit for the page (details stay in the server log).
 
+pub mod actions;
 pub mod overview;
 pub mod runs;
 pub mod tasks;

@@ -63,6 +63,7 @@ pub fn Layout(children: Children) -> impl IntoView {
     let help = RwSignal::new(false);
     // Who is signed in (server-rendered; the browser reuses the value, no extra request).
     let me = Resource::new(|| (), |_| crate::auth::whoami());
+    provide_context(crate::auth::Me(me));
     install_shortcuts(help, prefs.utc);
     // After hydration, pick up the operator's saved choice and persist changes.
     #[cfg(feature = "hydrate")]
@@ -88,6 +89,7 @@ pub fn Layout(children: Children) -> impl IntoView {
                 <A href="/failures">"Failures"</A>
                 <A href="/timeline">"Timeline"</A>
                 <A href="/workers">"Workers"</A>
+                <A href="/audit">"Audit"</A>
                 <span class="spacer"></span>
                 <button
                     type="button"

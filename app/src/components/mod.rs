@@ -1,6 +1,8 @@
 //! Presentational components: props in, callbacks out.
 
+pub mod actions;
 pub mod badges;
+pub mod bulk;
 pub mod layout;
 pub mod shortcuts;
 pub mod time;

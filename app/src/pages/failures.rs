@@ -3,7 +3,9 @@
 //! opens the same view; the form works with JavaScript off (a plain GET).
 
 use crate::api::runs::{list_failures, RunsAnswer};
+use crate::auth::use_can_act;
 use crate::components::badges::{cause_label, StateBadge};
+use crate::components::bulk::{BulkRequeuePanel, BulkScope};
 use crate::components::time::{human_duration, Time};
 use crate::pages::{error_view, live_version};
 use lastword_core::{Cause, CauseFacets, RunListItem, RunPage, RunState};
@@ -26,8 +28,16 @@ pub fn FailuresPage() -> impl IntoView {
     let query = use_query_map();
     let live = live_version();
     let query_string = Memo::new(move |_| query.read().to_query_string());
-    // A live change refetches only the first page: a paged view stays put while you read it.
-    let live_key = move || if query.read().get("after").is_some() { 0 } else { live.get() };
+    // Operators tick rows, or take every task the filter matches, into a bulk re-queue.
+    let selected = RwSignal::new(Vec::<i64>::new());
+    let bulk_open = RwSignal::new(false);
+    let bulk_scope = RwSignal::new(None::<BulkScope>);
+    let bulk_done = RwSignal::new(None::<String>);
+    let can_act = use_can_act();
+    // A live change refetches only the first page: a paged view stays put while you read it,
+    // and while a bulk confirmation is open.
+    let live_key =
+        move || if query.read().get("after").is_some() || bulk_open.get() { 0 } else { live.get() };
     let answer = Resource::new(move || (query_string.get(), live_key()), |(q, _)| list_failures(q));
 
     let param = move |k: &str| query.read().get(k).unwrap_or_default();
@@ -114,12 +124,35 @@ pub fn FailuresPage() -> impl IntoView {
                 </label>
                 <button type="submit" class="btn">"Apply"</button>
             </Form>
+            {move || bulk_done.get().map(|m| view! { <p class="banner banner-ok" role="status" data-testid="bulk-result">{m}" "<a href="/audit">"See the audit log"</a></p> })}
+            <Suspense fallback=|| ()>
+                {move || can_act.get().then(|| view! {
+                    <div class="bulk-bar" data-testid="bulk-bar">
+                        <button type="button" class="btn" data-testid="requeue-selected" disabled=move || selected.get().is_empty()
+                            on:click=move |_| { bulk_done.set(None); bulk_scope.set(Some(BulkScope::Tasks(selected.get_untracked()))); bulk_open.set(true); }>
+                            {move || format!("Re-queue selected ({})…", selected.get().len())}
+                        </button>
+                        <button type="button" class="btn" data-testid="requeue-matching"
+                            on:click=move |_| { bulk_done.set(None); bulk_scope.set(Some(BulkScope::Filter(query_string.get_untracked()))); bulk_open.set(true); }>
+                            "Re-queue all matching…"
+                        </button>
+                    </div>
+                })}
+            </Suspense>
+            {move || (bulk_open.get()).then(|| bulk_scope.get()).flatten().map(|scope| {
+                let done = Callback::new(move |m: String| {
+                    bulk_done.set(Some(m));
+                    selected.set(Vec::new());
+                    answer.refetch();
+                });
+                view! { <BulkRequeuePanel scope=scope open=bulk_open done=done /> }
+            })}
             <Suspense fallback=|| view! { <p class="muted">"Loading runs…"</p> }>
                 {move || {
                     answer
                         .get()
                         .map(|a| match a {
-                            Ok(RunsAnswer::Page { page, .. }) => view! { <RunTable page=page /> }.into_any(),
+                            Ok(RunsAnswer::Page { page, .. }) => view! { <RunTable page=page selected=selected can_act=can_act /> }.into_any(),
                             Ok(RunsAnswer::BadFilter(e)) => {
                                 view! { <p class="banner banner-error" role="alert" data-testid="bad-filter">{e.to_string()}</p> }
                                     .into_any()
@@ -133,7 +166,7 @@ pub fn FailuresPage() -> impl IntoView {
 }
 
 #[component]
-fn RunTable(page: RunPage) -> impl IntoView {
+fn RunTable(page: RunPage, selected: RwSignal<Vec<i64>>, can_act: Signal<bool>) -> impl IntoView {
     let query = use_query_map();
     let next_href = page.next.clone().map(|cursor| {
         let mut q = query.get_untracked();
@@ -159,6 +192,7 @@ fn RunTable(page: RunPage) -> impl IntoView {
         <table class="grid runs" data-testid="runs">
             <thead>
                 <tr>
+                    {move || can_act.get().then(|| view! { <th scope="col"><span class="visually-hidden">"Select"</span></th> })}
                     <th scope="col">"State"</th>
                     <th scope="col">"Task"</th>
                     <th scope="col">"Worker"</th>
@@ -168,7 +202,7 @@ fn RunTable(page: RunPage) -> impl IntoView {
                     <th scope="col">"Output / error"</th>
                 </tr>
             </thead>
-            <tbody>{page.runs.into_iter().map(|item| view! { <RunRow item=item /> }).collect_view()}</tbody>
+            <tbody>{page.runs.into_iter().map(|item| view! { <RunRow item=item selected=selected can_act=can_act /> }).collect_view()}</tbody>
         </table>
         <nav class="pager" aria-label="Pages">
             {newest_href.map(|h| view! { <a href=h>"↑ Newest"</a> })}
@@ -179,8 +213,10 @@ fn RunTable(page: RunPage) -> impl IntoView {
 }
 
 #[component]
-fn RunRow(item: RunListItem) -> impl IntoView {
+fn RunRow(item: RunListItem, selected: RwSignal<Vec<i64>>, can_act: Signal<bool>) -> impl IntoView {
     let run = item.run;
+    let task_id = run.task_id;
+    let run_id = run.id;
     let took = run.finished_at.map(|f| human_duration((f - run.claimed_at).num_seconds()));
     let detail = match run.state {
         RunState::LostLease => view! {
@@ -206,9 +242,25 @@ fn RunRow(item: RunListItem) -> impl IntoView {
     };
     view! {
         <tr data-row="" class=format!("row-{}", run.state.as_str()) data-state=run.state.as_str()>
+            {move || can_act.get().then(|| view! {
+                <td>
+                    <input type="checkbox" data-testid="select-task" aria-label=format!("select task #{task_id}")
+                        prop:checked=move || selected.get().contains(&task_id)
+                        on:change=move |ev| {
+                            let on = event_target_checked(&ev);
+                            selected.update(|s| {
+                                s.retain(|id| *id != task_id);
+                                if on { s.push(task_id); }
+                            });
+                        } />
+                </td>
+            })}
             <td><StateBadge state=run.state cause=run.cause /></td>
             <td>
                 <a href=format!("/tasks/{}", run.task_id)>{format!("#{}", run.task_id)}</a>
+                {move || can_act.get().then(|| view! {
+                    " "<a class="row-action" data-testid="row-requeue" href=format!("/tasks/{task_id}?act=requeue&run={run_id}")>"re-queue…"</a>
+                })}
                 " "
                 <span class="muted">{item.kind}</span>
                 {(item.safety == "unsafe").then(|| view! { <span class="tag tag-unsafe" title="running it twice is not harmless">"unsafe"</span> })}

@@ -1,6 +1,7 @@
 //! One route component per file; the only place that creates Resources and Actions (besides
 //! the header's who-am-I, `components::layout`).
 
+pub mod audit;
 pub mod failures;
 pub mod login;
 pub mod overview;

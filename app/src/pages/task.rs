@@ -3,22 +3,38 @@
 //! rejected, when two workers both ran it, and the effects each run recorded.
 
 use crate::api::tasks::get_task;
+use crate::auth::use_can_act;
+use crate::components::actions::{ActionFeedback, ActionUi, TaskActions};
 use crate::components::badges::StateBadge;
 use crate::components::time::{relative, use_time_prefs, Time};
+use crate::pages::audit::AuditLine;
 use crate::pages::{error_view, live_version};
 use chrono::{DateTime, Utc};
-use lastword_core::{Effect, Run, RunState, TaskDetail};
+use lastword_core::{ActionKind, Effect, Run, RunState, TaskDetail};
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_params_map, use_query_map};
 
 #[component]
 pub fn TaskPage() -> impl IntoView {
     let params = use_params_map();
+    let query = use_query_map();
     let id = Memo::new(move |_| params.read().get("id").and_then(|s| s.parse::<i64>().ok()));
     let live = live_version();
+    let ui = ActionUi::new();
+    // From a failure row's "re-queue" link: open the confirmation, remember the run.
+    ui.run_id.set(query.get_untracked().get("run").and_then(|r| r.parse().ok()));
+    if query.get_untracked().get("act").as_deref() == Some("requeue") {
+        ui.open(ActionKind::Requeue);
+    }
+    // Live updates refetch the task, except while a confirmation is open: it must submit the
+    // epoch the operator is looking at (a stale one is refused by the server, never applied).
+    let live_key = Memo::new(move |prev: Option<&u64>| match (ui.open.get(), prev) {
+        (Some(_), Some(prev)) => *prev,
+        _ => live.get(),
+    });
     let detail = Resource::new(
-        move || (id.get(), live.get()),
+        move || (id.get(), live_key.get()),
         |(id, _)| async move {
             match id {
                 Some(id) => get_task(id).await,
@@ -29,12 +45,14 @@ pub fn TaskPage() -> impl IntoView {
     view! {
         <Title text=move || id.get().map(|i| format!("Task #{i}")).unwrap_or_else(|| "Task".into()) />
         <section class="page">
+            <ActionFeedback ui=ui />
             <Suspense fallback=|| view! { <p class="muted">"Loading the task…"</p> }>
                 {move || {
+                    let refetch = Callback::new(move |()| detail.refetch());
                     detail
                         .get()
                         .map(|r| match r {
-                            Ok(Some(d)) => view! { <TaskBody detail=d /> }.into_any(),
+                            Ok(Some(d)) => view! { <TaskBody detail=d ui=ui refetch=refetch /> }.into_any(),
                             Ok(None) => view! {
                                 <div class="empty">
                                     <h1>"No such task"</h1>
@@ -51,9 +69,11 @@ pub fn TaskPage() -> impl IntoView {
 }
 
 #[component]
-fn TaskBody(detail: TaskDetail) -> impl IntoView {
+fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl IntoView {
     let t = detail.task.clone();
     let prefs = use_time_prefs();
+    let can_act = use_can_act();
+    let for_actions = detail.clone();
     let current_run = detail.runs.iter().find(|r| r.lease_epoch == t.lease_epoch).cloned();
     let heartbeat = current_run.as_ref().and_then(|r| r.heartbeat_at.or(Some(r.claimed_at)));
     let expires = t.lease_expires_at;
@@ -74,6 +94,7 @@ fn TaskBody(detail: TaskDetail) -> impl IntoView {
                 {t.compensation_ref.clone().map(|r| format!(" (ref {r})"))}
             </p>
         })}
+        {move || can_act.get().then(|| view! { <TaskActions detail=for_actions.clone() ui=ui refetch=refetch /> })}
         <div class="two-col">
             <dl class="facts">
                 <div><dt>"Source"</dt><dd>{t.source.clone()}</dd></div>
@@ -170,11 +191,10 @@ fn TaskBody(detail: TaskDetail) -> impl IntoView {
                 view! { <p class="muted">"No operator actions on this task."</p> }.into_any()
             } else {
                 view! {
-                    <ul class="audit">
-                        {detail.audit.iter().map(|a| view! {
-                            <li><Time t=a.created_at />" "<strong>{a.actor.clone()}</strong>" "{a.action.clone()}" — "{a.reason.clone()}" "<span class="muted">{a.outcome.clone()}</span></li>
-                        }).collect_view()}
+                    <ul class="audit" data-testid="task-audit">
+                        {detail.audit.iter().map(|a| view! { <li><AuditLine action=a.clone() /></li> }).collect_view()}
                     </ul>
+                    <p><a href=format!("/audit?task={}", t.id)>"This task in the audit log"</a></p>
                 }.into_any()
             }}
         </section>

@@ -1,0 +1,115 @@
+//! Operator actions from the pages: the task page's re-queue / compensate / undo, the failures
+//! page's bulk re-queue with its preview, and the audit page. Each checks that the signed-in
+//! principal may act (the JSON API's extractor does the same for scripts), then makes the one
+//! store call whose transaction decides. Refusals come back as values, not errors, so the page
+//! can show what changed.
+
+use lastword_core::{
+    ActionKind, ActionOutcome, ActionRequest, AuditPage, BulkOutcome, BulkPreview, BulkRequeueRequest,
+};
+use leptos::prelude::*;
+use leptos::server_fn::codec::Json;
+
+/// The answer of the audit page: a page, or the parameter that was wrong.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum AuditAnswer {
+    Page(AuditPage),
+    BadFilter(lastword_core::ParamError),
+}
+
+#[cfg(feature = "ssr")]
+mod ssr {
+    use leptos::prelude::ServerFnError;
+
+    /// The signed-in operator, or why not.
+    pub fn operator() -> Result<lastword_core::Principal, ServerFnError> {
+        match crate::auth::current_principal() {
+            Some(p) if p.can_act() => Ok(p),
+            Some(p) => {
+                Err(ServerFnError::new(format!("viewer {} may not act; operator role required", p.name)))
+            }
+            None => Err(ServerFnError::new("sign in to act")),
+        }
+    }
+
+    pub fn now() -> chrono::DateTime<chrono::Utc> {
+        let now = chrono::Utc::now();
+        chrono::DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
+    }
+
+    /// A run filter from the failures page's query string (paging ignored).
+    pub fn selection(
+        query: Option<String>,
+        task_ids: Option<Vec<i64>>,
+    ) -> Result<lastword_core::BulkSelection, ServerFnError> {
+        if let Some(ids) = task_ids {
+            return Ok(lastword_core::BulkSelection::Tasks(ids));
+        }
+        let pairs: Vec<(String, String)> =
+            super::super::ssr::query_pairs(query.as_deref().unwrap_or_default())
+                .into_iter()
+                .filter(|(k, _)| k != "after" && k != "limit")
+                .collect();
+        let (mut filter, _) = lastword_core::query::parse_run_query(&pairs, now())
+            .map_err(|e| ServerFnError::new(e.to_string()))?;
+        // As the failures page lists: no state and no cause means every failure.
+        if filter.states.is_empty() && filter.causes.is_empty() {
+            filter.states = lastword_core::RunState::ALL.into_iter().filter(|s| s.is_failure()).collect();
+        }
+        Ok(lastword_core::BulkSelection::Filter(filter))
+    }
+}
+
+/// Re-queue, mark compensated or undo it, as the signed-in operator.
+#[server(prefix = "/api/fn", endpoint = "act", input = Json)]
+pub async fn act_on_task(
+    task_id: i64,
+    kind: ActionKind,
+    request: ActionRequest,
+) -> Result<ActionOutcome, ServerFnError> {
+    let actor = ssr::operator()?;
+    let request = request.validate(kind).map_err(|e| ServerFnError::new(e.to_string()))?;
+    let store = super::ssr::store()?;
+    store
+        .act(task_id, kind, &request, &actor.name, ssr::now())
+        .await
+        .map_err(super::ssr::store_error)?
+        .ok_or_else(|| ServerFnError::new(format!("no task {task_id}")))
+}
+
+/// What re-queueing every task of the failures page's filter (or of a selection) would do.
+#[server(prefix = "/api/fn", endpoint = "requeue_preview", input = Json)]
+pub async fn requeue_preview(
+    query: Option<String>,
+    task_ids: Option<Vec<i64>>,
+    fence: bool,
+) -> Result<BulkPreview, ServerFnError> {
+    let selection = ssr::selection(query, task_ids)?;
+    let store = super::ssr::store()?;
+    store.requeue_preview(&selection, fence, ssr::now()).await.map_err(super::ssr::store_error)
+}
+
+/// Applies a previewed bulk re-queue if its count still holds.
+#[server(prefix = "/api/fn", endpoint = "bulk_requeue", input = Json)]
+pub async fn bulk_requeue(
+    query: Option<String>,
+    request: BulkRequeueRequest,
+) -> Result<BulkOutcome, ServerFnError> {
+    let actor = ssr::operator()?;
+    let request = request.validate().map_err(|e| ServerFnError::new(e.to_string()))?;
+    let selection = ssr::selection(query, request.task_ids.clone())?;
+    let store = super::ssr::store()?;
+    store.bulk_requeue(&selection, &request, &actor.name, ssr::now()).await.map_err(super::ssr::store_error)
+}
+
+/// One page of the audit trail for the audit page's query string.
+#[server(prefix = "/api/fn", endpoint = "audit")]
+pub async fn get_audit(query: String) -> Result<AuditAnswer, ServerFnError> {
+    let pairs = super::ssr::query_pairs(&query);
+    let (filter, page) = match lastword_core::action::parse_audit_query(&pairs, ssr::now()) {
+        Ok(parsed) => parsed,
+        Err(e) => return Ok(AuditAnswer::BadFilter(e)),
+    };
+    let store = super::ssr::store()?;
+    Ok(AuditAnswer::Page(store.audit(&filter, &page).await.map_err(super::ssr::store_error)?))
+}

@@ -1,0 +1,158 @@
+//! The failures page's bulk re-queue: of the rows an operator ticked, or of every task the
+//! current filter matches. It first shows a preview from the server ("this will re-queue 37
+//! tasks", how many are unsafe, what is skipped and why), then sends the count the operator
+//! confirmed; the server re-checks it in the applying transaction and refuses if it moved.
+
+use crate::api::actions::{bulk_requeue, requeue_preview};
+use crate::components::actions::new_request_id;
+use lastword_core::{ActionKind, BulkOutcome, BulkPreview, BulkRequeueRequest};
+use leptos::prelude::*;
+
+/// What the panel re-queues.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BulkScope {
+    /// Every task with a run matching the failures page's query string.
+    Filter(String),
+    /// The ticked rows' tasks.
+    Tasks(Vec<i64>),
+}
+
+/// The panel; `open` is cleared by Cancel, and `done` runs after an applied re-queue.
+#[component]
+pub fn BulkRequeuePanel(scope: BulkScope, open: RwSignal<bool>, done: Callback<String>) -> impl IntoView {
+    let fence = RwSignal::new(false);
+    let reason = RwSignal::new(String::new());
+    let unsafe_ack = RwSignal::new(false);
+    let request_id = StoredValue::new(new_request_id(ActionKind::Requeue));
+    let message = RwSignal::new(None::<(bool, String)>);
+    let (query, task_ids) = match scope.clone() {
+        BulkScope::Filter(q) => (Some(q), None),
+        BulkScope::Tasks(ids) => (None, Some(ids)),
+    };
+    let preview = {
+        let (query, task_ids) = (query.clone(), task_ids.clone());
+        Resource::new(
+            move || fence.get(),
+            move |fence| requeue_preview(query.clone(), task_ids.clone(), fence),
+        )
+    };
+    let apply = Action::new(move |(count, reason, fence): &(i64, String, bool)| {
+        let request = BulkRequeueRequest {
+            reason: reason.clone(),
+            expected_count: Some(*count),
+            fence: *fence,
+            task_ids: task_ids.clone(),
+            request_id: Some(request_id.get_value()),
+        };
+        bulk_requeue(query.clone(), request)
+    });
+    Effect::new(move |_| {
+        if let Some(answer) = apply.value().get() {
+            match answer {
+                Ok(BulkOutcome::Applied { actions }) | Ok(BulkOutcome::Replayed { actions }) => {
+                    let ids: Vec<String> = actions.iter().map(|a| format!("#{}", a.task_id)).collect();
+                    done.run(format!("Re-queued {} tasks: {}.", actions.len(), ids.join(", ")));
+                    open.set(false);
+                }
+                Ok(BulkOutcome::Refused { message: m, .. }) => {
+                    // A new preview, a new confirmation, a new request id.
+                    request_id.set_value(new_request_id(ActionKind::Requeue));
+                    message.set(Some((false, m)));
+                    preview.refetch();
+                }
+                Err(e) => message.set(Some((false, format!("Could not re-queue: {e}")))),
+            }
+        }
+    });
+    let what = match &scope {
+        BulkScope::Filter(_) => "every task with a failure matching the current filter".to_string(),
+        BulkScope::Tasks(ids) => format!("the {} selected tasks", ids.len()),
+    };
+
+    view! {
+        <section class="confirm bulk" data-testid="bulk-panel" aria-label="Bulk re-queue">
+            <h3>{format!("Re-queue {what}")}</h3>
+            {move || message.get().map(|(_, m)| view! { <p class="banner banner-error" role="alert" data-testid="bulk-refused">{m}</p> })}
+            <Suspense fallback=|| view! { <p class="muted">"Counting…"</p> }>
+                {move || preview.get().map(|p| match p {
+                    Err(e) => view! { <p class="banner banner-error" role="alert">{format!("Could not preview: {e}")}</p> }.into_any(),
+                    Ok(p) => view! { <PreviewBody preview=p fence=fence reason=reason unsafe_ack=unsafe_ack apply=apply open=open /> }.into_any(),
+                })}
+            </Suspense>
+        </section>
+    }
+}
+
+#[component]
+fn PreviewBody(
+    preview: BulkPreview,
+    fence: RwSignal<bool>,
+    reason: RwSignal<String>,
+    unsafe_ack: RwSignal<bool>,
+    apply: Action<(i64, String, bool), Result<BulkOutcome, ServerFnError>>,
+    open: RwSignal<bool>,
+) -> impl IntoView {
+    let count = preview.tasks.len() as i64;
+    let unsafe_count = preview.unsafe_count;
+    let live = preview.live.clone();
+    if preview.too_many {
+        return view! {
+            <p class="banner banner-error" data-testid="bulk-too-many">
+                {format!("More than {} tasks match: narrow the filter (a time window, a cause, a worker) first.", lastword_core::action::BULK_MAX)}
+            </p>
+            <button type="button" class="btn btn-quiet" on:click=move |_| open.set(false)>"Close"</button>
+        }
+        .into_any();
+    }
+    let can_apply = move || {
+        count > 0
+            && !reason.get().trim().is_empty()
+            && (unsafe_count == 0 || unsafe_ack.get())
+            && !apply.pending().get()
+    };
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        apply.dispatch((count, reason.get_untracked(), fence.get_untracked()));
+    };
+    view! {
+        <form on:submit=submit>
+            <p class="preview-count" data-testid="bulk-count">{format!("This will re-queue {count} tasks.")}</p>
+            <ul class="muted">
+                <li>"Each: status → queued, owner cleared, lease epoch + 1 (fencing any earlier holder), attempts → 0."</li>
+                {(preview.skipped_completed > 0).then(|| view! { <li>{format!("Skipped: {} completed since their failure (re-queue those one by one from the task page).", preview.skipped_completed)}</li> })}
+                {(preview.skipped_queued > 0).then(|| view! { <li>{format!("Skipped: {} already queued.", preview.skipped_queued)}</li> })}
+            </ul>
+            {(!live.is_empty()).then(|| {
+                let holders: Vec<String> = live.iter().map(|t| format!("#{} ({})", t.id, t.owner.clone().unwrap_or_default())).collect();
+                view! {
+                    <label class="fence" data-testid="bulk-fence">
+                        <input type="checkbox" prop:checked=move || fence.get() on:change=move |ev| fence.set(event_target_checked(&ev)) />
+                        {format!(" Also fence {} tasks held by a live lease: {}", holders.len(), holders.join(", "))}
+                    </label>
+                }
+            })}
+            {(unsafe_count > 0).then(|| view! {
+                <div class="banner banner-warn" data-testid="bulk-unsafe">
+                    <strong>{format!("{unsafe_count} of them are unsafe: their effects may run again.")}</strong>
+                    <label>
+                        <input type="checkbox" data-testid="bulk-unsafe-ack" prop:checked=move || unsafe_ack.get()
+                            on:change=move |ev| unsafe_ack.set(event_target_checked(&ev)) />
+                        " I understand"
+                    </label>
+                </div>
+            })}
+            <label class="field">
+                "Reason (required, goes to the audit trail)"
+                <textarea data-testid="bulk-reason" required=true maxlength="2000" rows="2" prop:value=move || reason.get()
+                    on:input=move |ev| reason.set(event_target_value(&ev))></textarea>
+            </label>
+            <div class="action-buttons">
+                <button type="submit" class="btn btn-danger" data-testid="bulk-confirm" disabled=move || !can_apply()>
+                    {format!("Re-queue {count} tasks")}
+                </button>
+                <button type="button" class="btn btn-quiet" on:click=move |_| open.set(false)>"Cancel"</button>
+            </div>
+        </form>
+    }
+    .into_any()
+}

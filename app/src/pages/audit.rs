@@ -1,0 +1,136 @@
+//! Audit: every operator action that was applied — who, what, on which task and run, the epoch
+//! they saw and the epoch after, why — newest first, filterable by actor, action, task and
+//! time. The URL holds the filters; the form works with JavaScript off.
+
+use crate::api::actions::{get_audit, AuditAnswer};
+use crate::components::time::Time;
+use crate::pages::{error_view, live_version};
+use lastword_core::{ActionKind, OperatorAction};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::components::Form;
+use leptos_router::hooks::use_query_map;
+
+const SINCE_CHOICES: [(&str, &str); 5] =
+    [("", "any time"), ("1h", "1 hour"), ("24h", "24 hours"), ("7d", "7 days"), ("30d", "30 days")];
+
+/// One entry as a sentence: "alice re-queued task #42 (epoch 5 → 6): reason [ref]".
+#[component]
+pub fn AuditLine(action: OperatorAction) -> impl IntoView {
+    let a = action;
+    let label = ActionKind::parse(&a.action).map(|k| k.label()).unwrap_or("acted on");
+    let epochs = match (a.epoch_seen, a.epoch_after) {
+        (Some(s), Some(e)) if s != e => format!("epoch {s} → {e}"),
+        (_, Some(e)) => format!("epoch {e}"),
+        _ => String::new(),
+    };
+    view! {
+        <span class="audit-line" data-action=a.action.clone()>
+            <Time t=a.created_at />" "
+            <strong>{a.actor.clone()}</strong>" "{label}" "
+            <a href=format!("/tasks/{}", a.task_id)>{format!("task #{}", a.task_id)}</a>
+            {(!epochs.is_empty()).then(|| format!(" ({epochs})"))}
+            ": "<q>{a.reason.clone()}</q>
+            {a.reference.clone().map(|r| view! { " "<span class="tag">{format!("ref {r}")}</span> })}
+        </span>
+    }
+}
+
+#[component]
+pub fn AuditPage() -> impl IntoView {
+    let query = use_query_map();
+    let live = live_version();
+    let query_string = Memo::new(move |_| query.read().to_query_string());
+    let live_key = move || if query.read().get("after").is_some() { 0 } else { live.get() };
+    let answer = Resource::new(move || (query_string.get(), live_key()), |(q, _)| get_audit(q));
+    let param = move |k: &str| query.read().get(k).unwrap_or_default();
+
+    view! {
+        <Title text="Audit" />
+        <section class="page">
+            <header class="page-head">
+                <h1>"Audit"</h1>
+                <span class="muted">"Every applied operator action, newest first. Refused actions change nothing and are not listed."</span>
+                <a class="muted" href="/audit">"Clear filters"</a>
+            </header>
+            <Form method="GET" action="/audit" attr:class="filters" attr:aria-label="Filter the audit trail">
+                <label>"Actor" <input type="text" name="actor" value=move || param("actor") size="12" data-testid="audit-actor" /></label>
+                <label>
+                    "Action"
+                    <select name="action" data-testid="audit-action">
+                        <option value="" selected=move || param("action").is_empty()>"any"</option>
+                        {ActionKind::ALL
+                            .into_iter()
+                            .map(|k| view! { <option value=k.as_str() selected=move || param("action") == k.as_str()>{k.label()}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label>"Task" <input type="text" name="task" value=move || param("task") size="8" inputmode="numeric" /></label>
+                <label>
+                    "Since"
+                    <select name="since">
+                        {SINCE_CHOICES
+                            .into_iter()
+                            .map(|(v, label)| view! { <option value=v selected=move || param("since") == v>{label}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
+                <button type="submit" class="btn">"Apply"</button>
+            </Form>
+            <Suspense fallback=|| view! { <p class="muted">"Loading the audit trail…"</p> }>
+                {move || {
+                    answer.get().map(|a| match a {
+                        Ok(AuditAnswer::Page(page)) => {
+                            if page.actions.is_empty() {
+                                return view! { <p class="empty" data-testid="no-actions">"No operator actions match."</p> }.into_any();
+                            }
+                            let next = page.next.clone().map(|cursor| {
+                                let mut q = query.get_untracked();
+                                q.remove("after");
+                                q.insert("after", cursor);
+                                format!("/audit{}", q.to_query_string())
+                            });
+                            view! {
+                                <table class="grid" data-testid="audit">
+                                    <thead><tr>
+                                        <th scope="col">"When"</th><th scope="col">"Actor"</th><th scope="col">"Action"</th>
+                                        <th scope="col">"Task"</th><th scope="col">"Run"</th>
+                                        <th scope="col" title="the lease epoch the operator saw → after the action">"Epoch"</th>
+                                        <th scope="col">"Status seen"</th><th scope="col">"Reason"</th><th scope="col">"Reference"</th>
+                                    </tr></thead>
+                                    <tbody>
+                                        {page.actions.into_iter().map(|a| view! {
+                                            <tr data-row="" data-action=a.action.clone()>
+                                                <td><Time t=a.created_at short=true /></td>
+                                                <td><a href=format!("/audit?actor={}", lastword_core::query::encode_component(&a.actor))>{a.actor.clone()}</a></td>
+                                                <td>{ActionKind::parse(&a.action).map(|k| k.label()).unwrap_or("?")}</td>
+                                                <td><a href=format!("/tasks/{}", a.task_id)>{format!("#{}", a.task_id)}</a></td>
+                                                <td class="num">{a.run_id.map(|r| r.to_string()).unwrap_or_else(|| "—".into())}</td>
+                                                <td class="num">{format!(
+                                                    "{} → {}",
+                                                    a.epoch_seen.map(|e| e.to_string()).unwrap_or_else(|| "—".into()),
+                                                    a.epoch_after.map(|e| e.to_string()).unwrap_or_else(|| "—".into())
+                                                )}</td>
+                                                <td>{a.status_seen.clone().unwrap_or_default()}</td>
+                                                <td class="detail">{a.reason.clone()}</td>
+                                                <td>{a.reference.clone().unwrap_or_default()}</td>
+                                            </tr>
+                                        }).collect_view()}
+                                    </tbody>
+                                </table>
+                                <nav class="pager" aria-label="Pages">
+                                    {next.map(|h| view! { <a href=h rel="next">"Older →"</a> })}
+                                </nav>
+                            }
+                            .into_any()
+                        }
+                        Ok(AuditAnswer::BadFilter(e)) => {
+                            view! { <p class="banner banner-error" role="alert" data-testid="bad-filter">{e.to_string()}</p> }.into_any()
+                        }
+                        Err(e) => error_view("the audit trail", e),
+                    })
+                }}
+            </Suspense>
+        </section>
+    }
+}

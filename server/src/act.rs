@@ -1,0 +1,253 @@
+//! `lastword requeue`, `lastword compensate` and `lastword audit`: the operator actions for
+//! scripts and for an on-call engineer with a shell on the database host. They go straight to
+//! the database through the same store transaction the dashboard uses (same checks, same audit
+//! row), so they work when the dashboard is down. The actor is `--actor` or `cli:$USER`. To
+//! act on a remote dashboard instead, use the JSON API with a bearer token (docs/api.md).
+//!
+//! Exit status: 0 applied or replayed, 1 an error, 3 refused (the message says what changed).
+
+use anyhow::Context;
+use clap::Args;
+use lastword_core::action::{fmt_time, parse_audit_query};
+use lastword_core::query::parse_run_query;
+use lastword_core::{
+    ActionKind, ActionOutcome, ActionRequest, BulkOutcome, BulkRequeueRequest, BulkSelection,
+};
+use lastword_store::Store;
+use std::process::ExitCode;
+
+/// Refused: the database said no, and said why.
+const REFUSED: u8 = 3;
+
+#[derive(Debug, Args)]
+pub struct ActorArgs {
+    /// Who is acting, as the audit trail records it. Default: cli:$USER.
+    #[arg(long, env = "LASTWORD_ACTOR")]
+    pub actor: Option<String>,
+    /// Print the outcome as JSON (the API's shape) instead of a sentence.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ActorArgs {
+    fn actor(&self) -> String {
+        self.actor.clone().filter(|a| !a.trim().is_empty()).unwrap_or_else(|| {
+            format!("cli:{}", std::env::var("USER").unwrap_or_else(|_| "unknown".to_string()))
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RequeueArgs {
+    /// The task to re-queue. Omit it and give --filter to re-queue every task a run filter
+    /// selects.
+    pub task: Option<i64>,
+    /// Why (required; written to the audit trail).
+    #[arg(long)]
+    pub reason: String,
+    /// The lease epoch you saw (required with a task id): refused if the task moved on since.
+    #[arg(long)]
+    pub expected_epoch: Option<i64>,
+    /// The status you saw (queued, leased, completed, failed, dead).
+    #[arg(long)]
+    pub expected_status: Option<String>,
+    /// Take the task from a worker holding a live lease (that worker is fenced).
+    #[arg(long)]
+    pub fence: bool,
+    /// Bulk: the failures page's query string, e.g. 'cause=timeout&since=1h'.
+    #[arg(long, conflicts_with_all = ["task", "expected_epoch", "expected_status"])]
+    pub filter: Option<String>,
+    /// Bulk: apply only if the filter selects exactly this many tasks (from a previous
+    /// preview). Without it, the preview is printed and nothing is done.
+    #[arg(long, requires = "filter")]
+    pub expect: Option<i64>,
+    /// An idempotency key: running the same command again applies once.
+    #[arg(long)]
+    pub request_id: Option<String>,
+    #[command(flatten)]
+    pub who: ActorArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompensateArgs {
+    /// The task whose duplicate effect was compensated.
+    pub task: i64,
+    /// What was done (required; shown on the task and in the audit trail).
+    #[arg(long)]
+    pub reason: String,
+    /// A ticket, refund id, … (optional).
+    #[arg(long)]
+    pub reference: Option<String>,
+    /// Remove the compensation mark instead (with --reason saying why).
+    #[arg(long, conflicts_with = "reference")]
+    pub undo: bool,
+    /// The lease epoch you saw: refused if the task moved on since.
+    #[arg(long)]
+    pub expected_epoch: Option<i64>,
+    #[arg(long)]
+    pub request_id: Option<String>,
+    #[command(flatten)]
+    pub who: ActorArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The audit page's query string, e.g. 'actor=alice&action=requeue&since=1d'.
+    #[arg(default_value = "")]
+    pub query: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn now() -> chrono::DateTime<chrono::Utc> {
+    let now = chrono::Utc::now();
+    chrono::DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
+}
+
+fn pairs(query: &str) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(query.trim_start_matches('?').as_bytes()).into_owned().collect()
+}
+
+fn print_outcome(outcome: &ActionOutcome, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(outcome)?);
+    }
+    Ok(match outcome {
+        ActionOutcome::Applied { task, action } | ActionOutcome::Replayed { task, action } => {
+            if !json {
+                let again = matches!(outcome, ActionOutcome::Replayed { .. });
+                println!(
+                    "task {}: {} by {} at {}{} (epoch {} → {}, now {})",
+                    task.id,
+                    ActionKind::parse(&action.action).map(|k| k.label()).unwrap_or("acted"),
+                    action.actor,
+                    fmt_time(action.created_at),
+                    if again { ", already applied for this request id" } else { "" },
+                    action.epoch_seen.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
+                    action.epoch_after.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
+                    task.status
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        ActionOutcome::Refused(r) => {
+            if !json {
+                eprintln!("refused ({}): {}", r.code.as_str(), r.message);
+            }
+            ExitCode::from(REFUSED)
+        }
+    })
+}
+
+/// `lastword requeue`.
+pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<ExitCode> {
+    let actor = args.who.actor();
+    if let Some(query) = &args.filter {
+        let (filter, _) =
+            parse_run_query(&pairs(query), now()).map_err(|e| anyhow::anyhow!("--filter: {e}"))?;
+        let selection = BulkSelection::Filter(filter);
+        let Some(expected) = args.expect else {
+            let preview = store.requeue_preview(&selection, args.fence, now()).await?;
+            if args.who.json {
+                println!("{}", serde_json::to_string_pretty(&preview)?);
+            } else {
+                println!(
+                    "this would re-queue {} tasks ({} unsafe); skipped: {} completed since, {} already queued, {} held by a live lease{}",
+                    preview.tasks.len(),
+                    preview.unsafe_count,
+                    preview.skipped_completed,
+                    preview.skipped_queued,
+                    preview.live.len(),
+                    if args.fence { " (fenced, included)" } else { " (add --fence to include)" }
+                );
+                if preview.too_many {
+                    println!("more than {} tasks match: narrow the filter", lastword_core::action::BULK_MAX);
+                } else {
+                    println!("nothing done; to apply, run again with --expect {}", preview.tasks.len());
+                }
+            }
+            return Ok(ExitCode::SUCCESS);
+        };
+        let request = BulkRequeueRequest {
+            reason: args.reason,
+            expected_count: Some(expected),
+            fence: args.fence,
+            task_ids: None,
+            request_id: args.request_id,
+        }
+        .validate()?;
+        let outcome = store.bulk_requeue(&selection, &request, &actor, now()).await?;
+        if args.who.json {
+            println!("{}", serde_json::to_string_pretty(&outcome)?);
+        }
+        return Ok(match outcome {
+            BulkOutcome::Applied { actions } | BulkOutcome::Replayed { actions } => {
+                if !args.who.json {
+                    let ids: Vec<String> = actions.iter().map(|a| a.task_id.to_string()).collect();
+                    println!("re-queued {} tasks by {actor}: {}", actions.len(), ids.join(", "));
+                }
+                ExitCode::SUCCESS
+            }
+            BulkOutcome::Refused { code, message, .. } => {
+                if !args.who.json {
+                    eprintln!("refused ({}): {message}", code.as_str());
+                }
+                ExitCode::from(REFUSED)
+            }
+        });
+    }
+    let task = args.task.context("give a task id, or --filter for a bulk re-queue")?;
+    let request = ActionRequest {
+        reason: args.reason,
+        expected_epoch: args.expected_epoch,
+        expected_status: args.expected_status,
+        fence: args.fence,
+        request_id: args.request_id,
+        ..Default::default()
+    }
+    .validate(ActionKind::Requeue)?;
+    let outcome = store.act(task, ActionKind::Requeue, &request, &actor, now()).await?;
+    print_outcome(&outcome.with_context(|| format!("no task {task}"))?, args.who.json)
+}
+
+/// `lastword compensate` (and `--undo`).
+pub async fn compensate(store: &dyn Store, args: CompensateArgs) -> anyhow::Result<ExitCode> {
+    let kind = if args.undo { ActionKind::Uncompensate } else { ActionKind::Compensate };
+    let request = ActionRequest {
+        reason: args.reason,
+        reference: args.reference,
+        expected_epoch: args.expected_epoch,
+        request_id: args.request_id,
+        ..Default::default()
+    }
+    .validate(kind)?;
+    let outcome = store.act(args.task, kind, &request, &args.who.actor(), now()).await?;
+    print_outcome(&outcome.with_context(|| format!("no task {}", args.task))?, args.who.json)
+}
+
+/// `lastword audit`: the newest entries first, one line each.
+pub async fn audit(store: &dyn Store, args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let (filter, page) = parse_audit_query(&pairs(&args.query), now()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let page = store.audit(&filter, &page).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for a in &page.actions {
+        println!(
+            "{}  {:<12} {:<14} task {:<8} epoch {}→{}  {}{}",
+            fmt_time(a.created_at),
+            a.actor,
+            a.action,
+            a.task_id,
+            a.epoch_seen.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
+            a.epoch_after.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
+            a.reason,
+            a.reference.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default()
+        );
+    }
+    if let Some(next) = page.next {
+        println!("more: lastword audit '{}&after={next}'", args.query.trim_start_matches('?'));
+    }
+    Ok(ExitCode::SUCCESS)
+}
