@@ -445,6 +445,9 @@ pub struct Decision<'a> {
 }
 
 impl Decision<'_> {
+    /// A refusal carries the task (the page shows it); it is built once per refused action, so
+    /// its size does not matter.
+    #[allow(clippy::result_large_err)]
     pub fn check(&self) -> Result<(), Refusal> {
         let task = self.task;
         let refuse = |code, message: String| Err(Refusal { code, message, task: Some(task.clone()) });

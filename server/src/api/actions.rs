@@ -142,12 +142,21 @@ pub async fn bulk_requeue(
         (None, _) => filtered,
     };
     let request = BulkRequeueRequest { fence: request.fence || fence_param, ..request };
-    let outcome = state.store.bulk_requeue(&selection, &request, &actor.name, now()).await?;
-    let status = match outcome {
-        BulkOutcome::Refused { .. } => StatusCode::CONFLICT,
-        _ => StatusCode::OK,
-    };
-    Ok((status, Json(outcome)).into_response())
+    match state.store.bulk_requeue(&selection, &request, &actor.name, now()).await? {
+        // The same shape as a single action's refusal (`error` is the code), with the preview
+        // as it is now instead of a task.
+        BulkOutcome::Refused { code, message, preview } => Ok((
+            StatusCode::CONFLICT,
+            Json(json!({
+                "outcome": "refused",
+                "error": code.as_str(),
+                "message": message,
+                "preview": preview,
+            })),
+        )
+            .into_response()),
+        outcome => Ok((StatusCode::OK, Json(outcome)).into_response()),
+    }
 }
 
 /// `GET /api/v1/audit?actor=&action=&task=&since=&until=&after=&limit=`: the audit trail, newest
