@@ -240,8 +240,10 @@ pub struct BulkPreview {
     pub tasks: Vec<TaskRef>,
     /// Held by a live lease: skipped unless the operator fences them.
     pub live: Vec<TaskRef>,
-    /// Completed since the matching run (re-queue those one by one, from the task page).
+    /// Completed since the matching run: a filter's sweep leaves them alone.
     pub skipped_completed: i64,
+    /// Completed tasks an explicit selection re-queues (they will run again).
+    pub rerun_completed: i64,
     pub skipped_queued: i64,
     /// The unsafe tasks among `tasks` (their effects may run again).
     pub unsafe_count: i64,
@@ -410,11 +412,23 @@ pub enum BulkSelection {
 }
 
 /// Sorts the selected tasks (as locked in the bulk transaction) into what a re-queue would do.
-/// `matched` is how many tasks the selection found, up to `BULK_MAX + 1`.
-pub fn classify(refs: Vec<TaskRef>, fence: bool, now: DateTime<Utc>) -> BulkPreview {
+/// `refs` holds up to `BULK_MAX + 1` tasks (one more says "too many"). A filter's sweep skips
+/// tasks that completed since their failure; an explicit selection (ticked rows) re-queues
+/// them, as the task page would — the preview counts them so the operator sees it.
+pub fn classify(
+    refs: Vec<TaskRef>,
+    selection: &BulkSelection,
+    fence: bool,
+    now: DateTime<Utc>,
+) -> BulkPreview {
+    let explicit = matches!(selection, BulkSelection::Tasks(_));
     let mut preview = BulkPreview { too_many: refs.len() > BULK_MAX, ..Default::default() };
     for r in refs.into_iter().take(BULK_MAX) {
         match r.status.as_str() {
+            "completed" if explicit => {
+                preview.rerun_completed += 1;
+                preview.tasks.push(r);
+            }
             "completed" => preview.skipped_completed += 1,
             "queued" => preview.skipped_queued += 1,
             _ if r.lease_live(now) => {

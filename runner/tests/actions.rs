@@ -432,6 +432,13 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     }
     assert_eq!(f.audit_count().await, audit_before + 3);
 
+    // An explicit selection re-queues a completed task too (a filter's sweep skips it), and
+    // its preview says so.
+    let explicit =
+        f.store.requeue_preview(&BulkSelection::Tasks(vec![completed]), false, f.now()).await.unwrap();
+    assert_eq!(explicit.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), vec![completed]);
+    assert_eq!((explicit.rerun_completed, explicit.skipped_completed), (1, 0));
+
     // A selection by ids works the same way.
     let selection = BulkSelection::Tasks(vec![live]);
     let request = BulkRequeueRequest {

@@ -334,6 +334,8 @@ async fn bad_input_is_a_400_naming_the_field_and_changes_nothing(db: Db) {
         (uri.clone(), "not json".to_string(), "body"),
         (uri.clone(), String::new(), "body"),
         (uri.clone(), json!("stuck").to_string(), "body"),
+        // An array would otherwise fill the struct's fields by position.
+        (uri.clone(), json!(["stuck", 1]).to_string(), "body"),
         (uri.clone(), json!({"reason": "stuck", "expected_epoch": "1"}).to_string(), "body"),
         (uri.clone(), json!({"reason": "stuck", "expected_epoch": 1, "force": true}).to_string(), "body"),
         ("/api/v1/tasks/abc/requeue".to_string(), requeue_body(1), "id"),

@@ -258,7 +258,7 @@ macro_rules! action_methods {
             let buf = $crate::queries::bulk_selection(&dialect::DIALECT, selection, now, &self.tokens, false);
             let query = sqlx::query_as::<_, $crate::rows::TaskRefRow>(&buf.sql);
             let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
-            Ok(lastword_core::action::classify(rows.into_iter().map(Into::into).collect(), fence, now))
+            Ok(lastword_core::action::classify(rows.into_iter().map(Into::into).collect(), selection, fence, now))
         }
 
         #[tracing::instrument(skip(self, request), err)]
@@ -275,7 +275,7 @@ macro_rules! action_methods {
             let buf = $crate::queries::bulk_selection(d, selection, now, &self.tokens, true);
             let query = sqlx::query_as::<_, $crate::rows::TaskRefRow>(&buf.sql);
             let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&mut *tx).await?;
-            let preview = lastword_core::action::classify(rows.into_iter().map(Into::into).collect(), request.fence, now);
+            let preview = lastword_core::action::classify(rows.into_iter().map(Into::into).collect(), selection, request.fence, now);
             if let Some(rid) = &request.request_id {
                 let (from, to) = $crate::actions::bulk_request_ids(rid);
                 let sql = format!(

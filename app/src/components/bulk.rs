@@ -119,7 +119,8 @@ fn PreviewBody(
             <p class="preview-count" data-testid="bulk-count">{format!("This will re-queue {count} tasks.")}</p>
             <ul class="muted">
                 <li>"Each: status → queued, owner cleared, lease epoch + 1 (fencing any earlier holder), attempts → 0."</li>
-                {(preview.skipped_completed > 0).then(|| view! { <li>{format!("Skipped: {} completed since their failure (re-queue those one by one from the task page).", preview.skipped_completed)}</li> })}
+                {(preview.skipped_completed > 0).then(|| view! { <li>{format!("Skipped: {} completed since their failure (select them, or use the task page, to run them again).", preview.skipped_completed)}</li> })}
+                {(preview.rerun_completed > 0).then(|| view! { <li data-testid="bulk-rerun"><strong>{format!("{} of them completed since their failure and will run again.", preview.rerun_completed)}</strong></li> })}
                 {(preview.skipped_queued > 0).then(|| view! { <li>{format!("Skipped: {} already queued.", preview.skipped_queued)}</li> })}
             </ul>
             {(!live.is_empty()).then(|| {

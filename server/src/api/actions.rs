@@ -17,12 +17,17 @@ use lastword_core::{
     ActionKind, ActionOutcome, ActionRequest, AuditPage, BulkOutcome, BulkPreview, BulkRequeueRequest,
     BulkSelection, ParamError, Principal,
 };
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// A JSON body, or a 400 that says what is wrong with it (axum's own rejections are 415/422
 /// plain text).
-fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    body.map(|Json(b)| b).map_err(|e| ParamError::new("body", e.body_text()).into())
+/// Only a JSON object: serde would otherwise read an array into the struct's fields by position.
+fn body<T: serde::de::DeserializeOwned>(body: Result<Json<Value>, JsonRejection>) -> Result<T, ApiError> {
+    let Json(value) = body.map_err(|e| ParamError::new("body", e.body_text()))?;
+    if !value.is_object() {
+        return Err(ParamError::new("body", "must be a JSON object").into());
+    }
+    serde_json::from_value(value).map_err(|e| ParamError::new("body", e.to_string()).into())
 }
 
 fn outcome_response(outcome: ActionOutcome) -> Response {
@@ -48,10 +53,10 @@ async fn act(
     kind: ActionKind,
     id: String,
     actor: Principal,
-    request: Result<Json<ActionRequest>, JsonRejection>,
+    request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let id = path_id("id", &id)?;
-    let request = body(request)?.validate(kind)?;
+    let request = body::<ActionRequest>(request)?.validate(kind)?;
     match state.store.act(id, kind, &request, &actor.name, now()).await? {
         Some(outcome) => Ok(outcome_response(outcome)),
         None => Err(ApiError::NotFound(format!("task {id}"))),
@@ -64,7 +69,7 @@ pub async fn requeue(
     State(state): State<AppState>,
     Path(id): Path<String>,
     RequireOperator(actor): RequireOperator,
-    request: Result<Json<ActionRequest>, JsonRejection>,
+    request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     act(state, ActionKind::Requeue, id, actor, request).await
 }
@@ -74,7 +79,7 @@ pub async fn compensate(
     State(state): State<AppState>,
     Path(id): Path<String>,
     RequireOperator(actor): RequireOperator,
-    request: Result<Json<ActionRequest>, JsonRejection>,
+    request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     act(state, ActionKind::Compensate, id, actor, request).await
 }
@@ -84,7 +89,7 @@ pub async fn uncompensate(
     State(state): State<AppState>,
     Path(id): Path<String>,
     RequireOperator(actor): RequireOperator,
-    request: Result<Json<ActionRequest>, JsonRejection>,
+    request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     act(state, ActionKind::Uncompensate, id, actor, request).await
 }
@@ -126,9 +131,9 @@ pub async fn bulk_requeue(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
     RequireOperator(actor): RequireOperator,
-    request: Result<Json<BulkRequeueRequest>, JsonRejection>,
+    request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let request = body(request)?.validate()?;
+    let request = body::<BulkRequeueRequest>(request)?.validate()?;
     let (filtered, fence_param) = bulk_filter(raw.as_deref())?;
     let selection = match (&request.task_ids, raw.as_deref().is_some_and(|q| !q.trim().is_empty())) {
         (Some(_), true) => {
