@@ -336,6 +336,14 @@ pub fn compensable(runs: &[Run], effects: &[Effect], tokens: &Tokens) -> bool {
             .any(|r| r.state == RunState::LostLease && effects.iter().any(|e| e.lease_epoch == r.lease_epoch))
 }
 
+/// "1 task", "37 tasks".
+pub fn count_tasks(n: impl Into<i64>) -> String {
+    match n.into() {
+        1 => "1 task".to_string(),
+        n => format!("{n} tasks"),
+    }
+}
+
 /// `2026-11-30 03:12:05 UTC`.
 pub fn fmt_time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S UTC").to_string()

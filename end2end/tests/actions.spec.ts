@@ -88,11 +88,11 @@ test("an operator re-queues a selection from a filtered list", async ({ page }) 
     await expect(panel.getByTestId("bulk-count")).toBeVisible({ timeout: 3000 });
     // Held by a live lease right now: the preview offers to fence it.
     if (await page.getByTestId("bulk-fence").isVisible()) await page.getByTestId("bulk-fence").locator("input").check();
-    await expect(panel.getByTestId("bulk-count")).toContainText("This will re-queue 1 tasks", { timeout: 3000 });
+    await expect(panel.getByTestId("bulk-count")).toContainText("This will re-queue 1 task.", { timeout: 3000 });
     if (await page.getByTestId("bulk-unsafe-ack").isVisible()) await page.getByTestId("bulk-unsafe-ack").check();
     await page.getByTestId("bulk-reason").fill("e2e: bulk after the outage");
     await page.getByTestId("bulk-confirm").click();
-    await expect(page.getByTestId("bulk-result")).toContainText("Re-queued 1 tasks", { timeout: 5000 });
+    await expect(page.getByTestId("bulk-result")).toContainText("Re-queued 1 task:", { timeout: 5000 });
   }).toPass({ timeout: 60_000 });
   await page.screenshot({ path: "screenshots/requeue-bulk.png", fullPage: true });
   await page.goto("/audit?action=requeue");
@@ -103,7 +103,7 @@ test("re-queue all matching shows a preview count first", async ({ page }) => {
   await page.goto("/failures?cause=timeout,crash,api_error,context_overflow,other");
   await hydrated(page);
   await page.getByTestId("requeue-matching").click();
-  await expect(page.getByTestId("bulk-count")).toContainText(/This will re-queue \d+ tasks/);
+  await expect(page.getByTestId("bulk-count")).toContainText(/This will re-queue \d+ tasks?\./);
   await page.getByRole("button", { name: "Cancel" }).click();
   await expect(page.getByTestId("bulk-panel")).toHaveCount(0);
 });

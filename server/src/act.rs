@@ -8,7 +8,7 @@
 
 use anyhow::Context;
 use clap::Args;
-use lastword_core::action::{fmt_time, parse_audit_query};
+use lastword_core::action::{count_tasks, fmt_time, parse_audit_query};
 use lastword_core::query::parse_run_query;
 use lastword_core::{
     ActionKind, ActionOutcome, ActionRequest, BulkOutcome, BulkRequeueRequest, BulkSelection,
@@ -21,7 +21,7 @@ const REFUSED: u8 = 3;
 
 #[derive(Debug, Args)]
 pub struct ActorArgs {
-    /// Who is acting, as the audit trail records it. Default: cli:$USER.
+    /// Who is acting, as the audit trail records it. Default: cli:$USER (or $LOGNAME).
     #[arg(long, env = "LASTWORD_ACTOR")]
     pub actor: Option<String>,
     /// Print the outcome as JSON (the API's shape) instead of a sentence.
@@ -32,7 +32,8 @@ pub struct ActorArgs {
 impl ActorArgs {
     fn actor(&self) -> String {
         self.actor.clone().filter(|a| !a.trim().is_empty()).unwrap_or_else(|| {
-            format!("cli:{}", std::env::var("USER").unwrap_or_else(|_| "unknown".to_string()))
+            let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME"));
+            format!("cli:{}", user.unwrap_or_else(|_| "unknown".to_string()))
         })
     }
 }
@@ -152,8 +153,8 @@ pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<Exi
                 println!("{}", serde_json::to_string_pretty(&preview)?);
             } else {
                 println!(
-                    "this would re-queue {} tasks ({} unsafe); skipped: {} completed since, {} already queued, {} held by a live lease{}",
-                    preview.tasks.len(),
+                    "this would re-queue {} ({} unsafe); skipped: {} completed since, {} already queued, {} held by a live lease{}",
+                    count_tasks(preview.tasks.len() as i64),
                     preview.unsafe_count,
                     preview.skipped_completed,
                     preview.skipped_queued,
@@ -184,7 +185,11 @@ pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<Exi
             BulkOutcome::Applied { actions } | BulkOutcome::Replayed { actions } => {
                 if !args.who.json {
                     let ids: Vec<String> = actions.iter().map(|a| a.task_id.to_string()).collect();
-                    println!("re-queued {} tasks by {actor}: {}", actions.len(), ids.join(", "));
+                    println!(
+                        "re-queued {} by {actor}: {}",
+                        count_tasks(actions.len() as i64),
+                        ids.join(", ")
+                    );
                 }
                 ExitCode::SUCCESS
             }

@@ -309,7 +309,8 @@ macro_rules! action_methods {
                 return Ok(BulkOutcome::Refused {
                     code: RefusalCode::PreviewChanged,
                     message: format!(
-                        "this would now re-queue {count} tasks, not the {} you confirmed; nothing was done — review the new preview",
+                        "this would now re-queue {}, not the {} you confirmed; nothing was done — review the new preview",
+                        lastword_core::action::count_tasks(count),
                         request.expected_count.unwrap_or_default()
                     ),
                     preview: Some(preview),

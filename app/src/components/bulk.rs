@@ -5,6 +5,7 @@
 
 use crate::api::actions::{bulk_requeue, requeue_preview};
 use crate::components::actions::new_request_id;
+use lastword_core::action::count_tasks;
 use lastword_core::{ActionKind, BulkOutcome, BulkPreview, BulkRequeueRequest};
 use leptos::prelude::*;
 
@@ -51,7 +52,7 @@ pub fn BulkRequeuePanel(scope: BulkScope, open: RwSignal<bool>, done: Callback<S
             match answer {
                 Ok(BulkOutcome::Applied { actions }) | Ok(BulkOutcome::Replayed { actions }) => {
                     let ids: Vec<String> = actions.iter().map(|a| format!("#{}", a.task_id)).collect();
-                    done.run(format!("Re-queued {} tasks: {}.", actions.len(), ids.join(", ")));
+                    done.run(format!("Re-queued {}: {}.", count_tasks(actions.len() as i64), ids.join(", ")));
                     open.set(false);
                 }
                 Ok(BulkOutcome::Refused { message: m, .. }) => {
@@ -116,7 +117,7 @@ fn PreviewBody(
     };
     view! {
         <form on:submit=submit>
-            <p class="preview-count" data-testid="bulk-count">{format!("This will re-queue {count} tasks.")}</p>
+            <p class="preview-count" data-testid="bulk-count">{format!("This will re-queue {}.", count_tasks(count))}</p>
             <ul class="muted">
                 <li>"Each: status → queued, owner cleared, lease epoch + 1 (fencing any earlier holder), attempts → 0."</li>
                 {(preview.skipped_completed > 0).then(|| view! { <li>{format!("Skipped: {} completed since their failure (select them, or use the task page, to run them again).", preview.skipped_completed)}</li> })}
@@ -149,7 +150,7 @@ fn PreviewBody(
             </label>
             <div class="action-buttons">
                 <button type="submit" class="btn btn-danger" data-testid="bulk-confirm" disabled=move || !can_apply()>
-                    {format!("Re-queue {count} tasks")}
+                    {format!("Re-queue {}", count_tasks(count))}
                 </button>
                 <button type="button" class="btn btn-quiet" on:click=move |_| open.set(false)>"Cancel"</button>
             </div>

@@ -144,12 +144,10 @@ fn bar(
 ) -> impl IntoView {
     let r = &item.run;
     // Live state: an unfinished run turns silent the moment its lease lapses, without a refetch.
+    // The shared rule decides (tokens only matter for finished runs, whose state the server
+    // already decided with the configured ones).
     let state = if r.finished_at.is_none() {
-        if r.lease_expires_at > now {
-            RunState::Running
-        } else {
-            RunState::Silent
-        }
+        lastword_core::run_state(&r.facts(), now, &lastword_core::Tokens::default()).0
     } else {
         r.state
     };
