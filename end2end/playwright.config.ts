@@ -34,7 +34,14 @@ password_hash = "${hash("oscar-pw")}"
 `
   : "";
 process.env.E2E_USERS_URL = `http://127.0.0.1:${usersPort}`;
-const database = process.env.E2E_DATABASE_URL ? { DATABASE_URL: process.env.E2E_DATABASE_URL } : {};
+// Both servers: E2E_DATABASE_URL runs the suite against PostgreSQL (scripts/test does both),
+// else the SQLite file in one fresh data directory.
+const serverEnv = {
+  ...(process.env.E2E_DATABASE_URL ? { DATABASE_URL: process.env.E2E_DATABASE_URL } : {}),
+  LASTWORD_DATA_DIR: dataDir,
+  LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),
+  RUST_LOG: process.env.RUST_LOG ?? "warn",
+};
 
 const chromium = {
   ...devices["Desktop Chrome"],
@@ -77,13 +84,7 @@ export default defineConfig({
       reuseExistingServer: false,
       stdout: "pipe",
       stderr: "pipe",
-      env: {
-        // E2E_DATABASE_URL runs the same suite against PostgreSQL (scripts/test does both).
-        ...database,
-        LASTWORD_DATA_DIR: dataDir,
-        LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),
-        RUST_LOG: process.env.RUST_LOG ?? "warn",
-      },
+      env: serverEnv,
     },
     {
       // Same database (the SQLite file in the same data directory, or the same PostgreSQL).
@@ -94,13 +95,7 @@ export default defineConfig({
       reuseExistingServer: false,
       stdout: "pipe",
       stderr: "pipe",
-      env: {
-        ...database,
-        LASTWORD_DATA_DIR: dataDir,
-        LASTWORD_USERS: usersToml,
-        LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),
-        RUST_LOG: process.env.RUST_LOG ?? "warn",
-      },
+      env: { ...serverEnv, LASTWORD_USERS: usersToml },
     },
   ],
 });
