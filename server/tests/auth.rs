@@ -1,5 +1,8 @@
 //! Who may act: the three authentication modes, sessions, tokens, and cross-site protection,
 //! driven through the router the binary serves (docs/auth.md).
+// Intended: each test holds `serial()` for its whole run (one thread and runtime per test,
+// so the lock only makes the other tests wait; see `serial`).
+#![allow(clippy::await_holding_lock)]
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -17,6 +20,14 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use tower::ServiceExt;
+
+/// Leptos rendering in tests that run in parallel, each on its own tokio runtime, can hang
+/// (seen: 10 of 40 runs of this binary; 0 of 40 with one test at a time). The server itself
+/// runs one runtime and is not affected. Every test here takes this lock for its duration.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// The password hashes, made once per test binary (argon2 is slow on purpose).
 fn hashes() -> &'static (String, String) {
@@ -141,6 +152,7 @@ fn bearer(token: &str) -> String {
 
 #[tokio::test]
 async fn local_mode_gives_the_local_operator_without_login() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, runs) = app(&db, Auth::local());
     let me = send(&app, get("/api/v1/me").body(Body::empty()).unwrap()).await;
@@ -162,6 +174,7 @@ async fn local_mode_gives_the_local_operator_without_login() {
 
 #[tokio::test]
 async fn local_mode_refuses_cross_site_writes_so_no_web_page_can_act_through_the_browser() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, runs) = app(&db, Auth::local());
     let from_evil = send(
@@ -193,6 +206,7 @@ async fn local_mode_refuses_cross_site_writes_so_no_web_page_can_act_through_the
 
 #[tokio::test]
 async fn users_mode_without_credentials_is_401_for_the_api_and_the_login_page_for_browsers() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let f = fixture();
     let (app, _) = users_app(&db, &f.toml).await;
@@ -226,6 +240,7 @@ async fn users_mode_without_credentials_is_401_for_the_api_and_the_login_page_fo
 
 #[tokio::test]
 async fn tokens_viewers_read_operators_act_unknown_ones_are_refused() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let f = fixture();
     let (app, runs) = users_app(&db, &f.toml).await;
@@ -288,6 +303,7 @@ async fn tokens_viewers_read_operators_act_unknown_ones_are_refused() {
 
 #[tokio::test]
 async fn a_wrong_password_redirects_back_with_an_error_and_no_session() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, _) = users_app(&db, &fixture().toml).await;
     let wrong = login(&app, "alice", "nope", "/failures").await;
@@ -301,6 +317,7 @@ async fn a_wrong_password_redirects_back_with_an_error_and_no_session() {
 
 #[tokio::test]
 async fn login_gives_a_session_that_names_the_user_until_logout() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let f = fixture();
     let (app, _) = users_app(&db, &f.toml).await;
@@ -340,6 +357,7 @@ async fn login_gives_a_session_that_names_the_user_until_logout() {
 
 #[tokio::test]
 async fn after_login_only_local_paths_are_followed() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, _) = users_app(&db, &fixture().toml).await;
     for next in ["//evil.example", "https://evil.example/", "/\\evil.example"] {
@@ -351,6 +369,7 @@ async fn after_login_only_local_paths_are_followed() {
 
 #[tokio::test]
 async fn the_cookie_is_secure_when_asked() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let auth =
         Auth::users(Users::parse(&fixture().toml).unwrap(), &db).await.unwrap().with_cookie_secure(true);
@@ -361,6 +380,7 @@ async fn the_cookie_is_secure_when_asked() {
 
 #[tokio::test]
 async fn sessions_are_shared_between_servers_and_end_when_the_user_is_removed() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let f = fixture();
     let (first, _) = users_app(&db, &f.toml).await;
@@ -381,6 +401,7 @@ async fn sessions_are_shared_between_servers_and_end_when_the_user_is_removed() 
 
 #[tokio::test]
 async fn a_viewer_session_may_not_act() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, runs) = users_app(&db, &fixture().toml).await;
     let cookie = login(&app, "vera", "vera-pw", "/").await.session_cookie().unwrap();
@@ -399,6 +420,7 @@ async fn a_viewer_session_may_not_act() {
 
 #[tokio::test]
 async fn cross_site_writes_with_a_valid_session_are_refused_before_the_handler_runs() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, runs) = users_app(&db, &fixture().toml).await;
     let cookie = login(&app, "alice", "alice-pw", "/").await.session_cookie().unwrap();
@@ -446,6 +468,7 @@ async fn cross_site_writes_with_a_valid_session_are_refused_before_the_handler_r
 
 #[tokio::test]
 async fn a_public_origin_is_trusted_behind_a_host_rewriting_proxy() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let origin =
         lastword_server::auth::cross_origin::PublicOrigin::parse("https://lastword.example.com").unwrap();
@@ -487,6 +510,7 @@ fn from_peer(peer: &str, uri: &str, user: Option<&str>, groups: Option<&str>) ->
 
 #[tokio::test]
 async fn proxy_mode_believes_trusted_peers_only_and_maps_roles() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, _) = app(&db, proxy_auth(None));
     let me = |peer: &'static str, user, groups| {
@@ -513,6 +537,7 @@ async fn proxy_mode_believes_trusted_peers_only_and_maps_roles() {
 
 #[tokio::test]
 async fn proxy_mode_also_takes_tokens_from_a_users_file() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let f = fixture();
     let (app, _) = app(&db, proxy_auth(Some(Users::parse(&f.toml).unwrap())));
@@ -527,6 +552,7 @@ async fn proxy_mode_also_takes_tokens_from_a_users_file() {
 
 #[tokio::test]
 async fn users_files_are_validated_at_start() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     let addr: SocketAddr = "0.0.0.0:3000".parse().unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,7 @@
 //! HTTP tests: the router the binary serves, driven in-process, on a real database.
+// Intended: each test holds `serial()` for its whole run (one thread and runtime per test,
+// so the lock only makes the other tests wait; see `serial`).
+#![allow(clippy::await_holding_lock)]
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -20,8 +23,17 @@ async fn get(app: &axum::Router, uri: &str) -> (StatusCode, String) {
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// Leptos rendering in tests that run in parallel, each on its own tokio runtime, can hang
+/// (seen: 10 of 40 runs of this binary; 0 of 40 with one test at a time). The server itself
+/// runs one runtime and is not affected. Every test here takes this lock for its duration.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[tokio::test]
 async fn healthz_and_readyz_answer_when_the_database_is_up() {
+    let _serial = serial();
     let (app, _db) = app_on(sqlite_memory().await).await;
     let (status, body) = get(&app, "/healthz").await;
     assert_eq!(status, StatusCode::OK);
@@ -33,6 +45,7 @@ async fn healthz_and_readyz_answer_when_the_database_is_up() {
 
 #[tokio::test]
 async fn readyz_is_503_when_the_database_is_gone() {
+    let _serial = serial();
     let (app, db) = app_on(sqlite_memory().await).await;
     db.close().await;
     let (status, body) = get(&app, "/readyz").await;
@@ -44,6 +57,7 @@ async fn readyz_is_503_when_the_database_is_gone() {
 
 #[tokio::test]
 async fn readyz_is_503_while_migrations_are_pending() {
+    let _serial = serial();
     // A database with no migrations applied.
     let db = Db::connect(&lastword_store::DbTarget::SqliteMemory).await.unwrap();
     let (app, _db) = app_on(db).await;
@@ -54,6 +68,7 @@ async fn readyz_is_503_while_migrations_are_pending() {
 
 #[tokio::test]
 async fn the_overview_is_rendered_on_the_server_with_totals_from_the_store() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     insert_task(&db, "reply", "unsafe", chrono::Utc::now()).await;
     insert_task(&db, "reply", "idempotent", chrono::Utc::now()).await;
@@ -70,6 +85,7 @@ async fn the_overview_is_rendered_on_the_server_with_totals_from_the_store() {
 
 #[tokio::test]
 async fn the_totals_server_function_answers_json() {
+    let _serial = serial();
     let db = sqlite_memory().await;
     insert_task(&db, "reply", "unsafe", chrono::Utc::now()).await;
     let (app, _db) = app_on(db).await;
@@ -86,6 +102,7 @@ async fn the_totals_server_function_answers_json() {
 
 #[tokio::test]
 async fn unknown_pages_are_404_not_500() {
+    let _serial = serial();
     let (app, _db) = app_on(sqlite_memory().await).await;
     let (status, _) = get(&app, "/no/such/page").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
