@@ -5,6 +5,7 @@
 pub mod action;
 pub mod auth;
 pub mod change;
+pub mod clock;
 pub mod model;
 pub mod query;
 pub mod state;
@@ -16,6 +17,7 @@ pub use action::{
 };
 pub use auth::{Principal, Role};
 pub use change::Change;
+pub use clock::{read_now, write_now};
 pub use model::*;
 pub use query::{Cursor, PageRequest, ParamError, RunFilter};
 pub use state::{run_state, trim_token, Cause, ErrorCause, RunFacts, RunState, Tokens, UnknownValue};

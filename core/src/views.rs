@@ -6,7 +6,17 @@ use crate::state::{trim_token, Cause, RunState, Tokens};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// A run in a list, with the task facts a list row shows.
+/// Lists and the timeline carry at most this many characters of a run's `output` and
+/// `error_detail`. A runner's output is untrusted and unbounded (a 300 KB blob in one row made
+/// a whole page slow); a row needs a glance, and the whole text is one click away on the task
+/// page and at `/api/v1/runs/{id}`.
+pub const LIST_TEXT_PREFIX: usize = 300;
+/// The timeline's prefix: a tooltip line, for up to 5 000 bars in one answer.
+pub const TIMELINE_TEXT_PREFIX: usize = 80;
+
+/// A run in a list, with the task facts a list row shows. Its `output` and `error_detail` are
+/// prefixes of at most [`LIST_TEXT_PREFIX`] characters ([`TIMELINE_TEXT_PREFIX`] on the
+/// timeline); `text_truncated` says one was cut.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunListItem {
     #[serde(flatten)]
@@ -14,6 +24,8 @@ pub struct RunListItem {
     pub kind: String,
     pub source: String,
     pub safety: String,
+    #[serde(default)]
+    pub text_truncated: bool,
 }
 
 /// One keyset page of runs, newest claim first; `next` is the cursor for the following page.

@@ -100,10 +100,7 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
-fn now() -> chrono::DateTime<chrono::Utc> {
-    let now = chrono::Utc::now();
-    chrono::DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
-}
+use lastword_core::write_now as now;
 
 fn pairs(query: &str) -> Vec<(String, String)> {
     url::form_urlencoded::parse(query.trim_start_matches('?').as_bytes()).into_owned().collect()

@@ -99,6 +99,34 @@ pub enum Command {
     Compensate(crate::act::CompensateArgs),
     /// Print the audit trail of operator actions, newest first.
     Audit(crate::act::AuditArgs),
+    /// Delete settled history older than an age, in small batches the fleet does not notice
+    /// (runs of tasks no worker holds, then tasks with nothing left; the audit trail is kept).
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Delete runs claimed before this long ago (and tasks settled before it), e.g. 30d.
+    #[arg(long, value_parser = parse_prune_age)]
+    pub older_than: chrono::Duration,
+    /// Rows per delete statement (each its own short transaction).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    pub batch: i64,
+    /// Pause between batches.
+    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    pub pause: std::time::Duration,
+}
+
+/// The youngest history a prune may delete: the last day is what on-call reads.
+const MIN_PRUNE_AGE: chrono::Duration = chrono::Duration::days(1);
+
+fn parse_prune_age(s: &str) -> Result<chrono::Duration, String> {
+    let age =
+        lastword_core::query::parse_age(s).ok_or_else(|| format!("{s:?} is not an age like 30d or 12h"))?;
+    if age < MIN_PRUNE_AGE {
+        return Err(format!("{s:?} is less than a day: the last day of history is what on-call reads"));
+    }
+    Ok(age)
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +154,12 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "LASTWORD_ADDR", default_value = "127.0.0.1:3000")]
     pub addr: SocketAddr,
+
+    /// A read replica of DATABASE_URL (PostgreSQL) for the pages' and the API's reads.
+    /// Operator actions, their previews, the audit trail and the live change feed stay on
+    /// DATABASE_URL. A lagging replica shows as that much staleness.
+    #[arg(long, env = "DATABASE_READ_URL", hide_env_values = true)]
+    pub database_read_url: Option<String>,
 
     /// Also run the simulated fleet in this process, so the dashboard has live data.
     #[arg(long, env = "LASTWORD_DEMO")]
@@ -174,8 +208,28 @@ pub async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             crate::act::compensate(open(&target, tokens).await?.as_ref(), args).await
         }
         Command::Audit(args) => crate::act::audit(open(&target, tokens).await?.as_ref(), args).await,
+        Command::Prune(args) => prune(open(&target, tokens).await?.as_ref(), args).await.map(|()| ok),
         Command::HashPassword | Command::NewToken(_) => unreachable!("handled above"),
     }
+}
+
+/// `lastword prune`: batches until nothing older is left, with progress on stderr.
+async fn prune(store: &dyn lastword_store::Store, args: PruneArgs) -> anyhow::Result<()> {
+    use lastword_store::prune::{prune, PruneOptions};
+    let cutoff = lastword_core::write_now() - args.older_than;
+    eprintln!("pruning settled history claimed before {cutoff} (batches of {})", args.batch);
+    let options = PruneOptions { batch: args.batch, pause: args.pause };
+    let mut last_report = std::time::Instant::now();
+    let report = prune(store.db(), cutoff, options, |r| {
+        if last_report.elapsed() >= std::time::Duration::from_secs(5) {
+            eprintln!("  … {} runs, {} tasks deleted so far", r.runs, r.tasks);
+            last_report = std::time::Instant::now();
+        }
+    })
+    .await
+    .context("pruning")?;
+    println!("pruned {} runs and {} tasks in {} batches", report.runs, report.tasks, report.batches);
+    Ok(())
 }
 
 /// The store, migrated, for a one-shot command.

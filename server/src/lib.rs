@@ -2,6 +2,7 @@
 
 pub mod act;
 pub mod api;
+pub mod assets;
 pub mod auth;
 pub mod cli;
 pub mod events;

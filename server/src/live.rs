@@ -5,12 +5,12 @@
 //! ([`crate::events`]) is one receiver. So the database sees one listener and one reader per
 //! dashboard process however many people watch.
 //!
-//! - **PostgreSQL**: a [`PgListener`] on `lastword_changes` (the triggers `pg_notify` the new
-//!   change id on commit) wakes the reader; bursts are coalesced (pending notifications are
-//!   drained, and reads are at least [`LiveConfig::min_read_interval`] apart). A read every
-//!   [`LiveConfig::safety_interval`] catches anything a lost notification would have delayed and
-//!   doubles as a health check.
-//! - **SQLite**: a read every [`LiveConfig::poll_interval`] (a primary-key range scan).
+//! The watcher **polls** the log on both backends: a primary-key range read every
+//! [`LiveConfig::poll_interval`] (100 ms), whatever the write rate. PostgreSQL's `NOTIFY` was
+//! used until migration 0005 and removed because it serialises the commits of every notifying
+//! transaction on one global lock, which halved a busy fleet's write throughput; a read of an
+//! index every 100 ms per dashboard process costs the database far less than a notification per
+//! runner write, and keeps live latency within about one interval.
 //!
 //! **Out-of-order commits.** PostgreSQL hands out change ids when rows are written, but they
 //! become visible when their transactions commit, so id 11 can be read before id 10. The hub's
@@ -22,35 +22,27 @@
 //! twice, which only costs a refetch).
 //!
 //! **Outages.** The database's health is published in a [`watch`] channel (streams send
-//! `status` events). The listener reconnects with capped backoff; after any reconnection the
-//! reader catches up from where it was, so nothing is missed. An outage longer than half the
+//! `status` events). While reads fail the watcher retries with capped backoff; once a read
+//! succeeds it catches up from where it was, so nothing is missed. An outage longer than half the
 //! log's retention ends with a `reset` broadcast: another server may have pruned what this one
 //! never read.
 
 use chrono::Utc;
 use lastword_store::changes::{self, Change};
 use lastword_store::{Db, StoreError};
-use sqlx::postgres::{PgListener, PgPool};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-
-/// The PostgreSQL channel the triggers notify.
-pub const CHANNEL: &str = "lastword_changes";
 
 /// Timings and sizes of the hub. The defaults suit production; tests shorten them.
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
-    /// SQLite: how often the log is read.
+    /// How often the log is read: the live latency is about this plus one read.
     pub poll_interval: Duration,
-    /// PostgreSQL: reads are at least this far apart, however many notifications arrive.
-    pub min_read_interval: Duration,
-    /// PostgreSQL: a read at least this often even without notifications.
-    pub safety_interval: Duration,
     /// While gaps are open, how often they are looked up again.
     pub gap_check_interval: Duration,
     /// A gap still missing after this long is given up (normally the transaction horizon
@@ -58,7 +50,7 @@ pub struct LiveConfig {
     pub gap_max_wait: Duration,
     /// Rows per read.
     pub read_batch: i64,
-    /// Listener reconnection backoff: first wait and cap.
+    /// While the database is unreachable, reads are retried after this, doubling up to the cap.
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
     /// Changes older than this are pruned from the log.
@@ -76,14 +68,15 @@ pub struct LiveConfig {
 impl Default for LiveConfig {
     fn default() -> Self {
         LiveConfig {
-            poll_interval: Duration::from_millis(500),
-            min_read_interval: Duration::from_millis(50),
-            safety_interval: Duration::from_secs(10),
+            // 10 index reads a second per dashboard process: nothing next to a fleet's writes,
+            // and well inside the 250 ms live-latency target (issue 9).
+            poll_interval: Duration::from_millis(100),
             gap_check_interval: Duration::from_millis(100),
             gap_max_wait: Duration::from_secs(60),
             read_batch: 1_000,
             backoff_initial: Duration::from_millis(250),
-            backoff_max: Duration::from_secs(10),
+            // Short enough that the feed is back within a few seconds of the database.
+            backoff_max: Duration::from_secs(2),
             retention: Duration::from_secs(3600),
             prune_interval: Duration::from_secs(300),
             channel_capacity: 1_024,
@@ -104,11 +97,10 @@ pub enum LiveMsg {
 }
 
 /// Counters for tests and metrics. `loops_started` stays 1 per hub however many clients
-/// connect; `listener_connections` counts PostgreSQL LISTEN connections (reconnections add one).
+/// connect; `reads` counts statements against `change_log`.
 #[derive(Debug, Default)]
 pub struct HubStats {
     pub loops_started: AtomicU64,
-    pub listener_connections: AtomicU64,
     pub reads: AtomicU64,
     pub broadcasts: AtomicU64,
     pub pruned: AtomicU64,
@@ -227,17 +219,6 @@ impl Drop for Inner {
     }
 }
 
-/// What the listener task reports to the reader.
-#[derive(Debug)]
-enum ListenerEvent {
-    /// LISTEN is in place (first time or after a reconnection): read to catch up.
-    Connected,
-    /// A notification; the payload is the new change's id (`i64::MAX` if unreadable).
-    Notified(i64),
-    /// Connecting failed: the database is unreachable for now.
-    Down(String),
-}
-
 struct Worker {
     db: Db,
     config: LiveConfig,
@@ -254,10 +235,7 @@ impl Worker {
     async fn run(mut self) {
         self.stats.loops_started.fetch_add(1, Ordering::Relaxed);
         tracing::info!(backend = self.db.backend().as_str(), "live updates: watching the change log");
-        match self.db.clone() {
-            Db::Postgres(pool) => self.run_postgres(pool).await,
-            Db::Sqlite(_) => self.run_polling().await,
-        }
+        self.run_polling().await;
         tracing::info!("live updates: stopped");
     }
 
@@ -268,6 +246,7 @@ impl Worker {
     async fn run_polling(&mut self) {
         let mut next_prune = Instant::now() + self.config.prune_interval;
         let mut stop = self.stop.clone();
+        let mut backoff = self.config.backoff_initial;
         loop {
             let ok = self.catch_up().await;
             self.set_db_up(ok);
@@ -278,99 +257,24 @@ impl Worker {
                 self.prune().await;
                 next_prune = Instant::now() + self.config.prune_interval;
             }
-            let wait =
-                if self.has_gaps() { self.config.gap_check_interval } else { self.config.poll_interval };
+            let wait = if !ok {
+                let wait = backoff;
+                backoff = (backoff * 2).min(self.config.backoff_max);
+                wait
+            } else {
+                backoff = self.config.backoff_initial;
+                if self.has_gaps() {
+                    self.config.gap_check_interval.min(self.config.poll_interval)
+                } else {
+                    self.config.poll_interval
+                }
+            };
             tokio::select! {
                 _ = stop.changed() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
             if self.stopped() {
                 return;
-            }
-        }
-    }
-
-    async fn run_postgres(&mut self, pool: PgPool) {
-        let (events_tx, mut events) = mpsc::channel(4_096);
-        let listener = tokio::spawn(listen(pool, self.config.clone(), events_tx, self.stats.clone()));
-        // The listener task ends with this one, whichever way this one ends.
-        let _abort = AbortOnDrop(listener);
-        let mut stop = self.stop.clone();
-        let mut listening = false;
-        let mut need_read = false;
-        let mut last_read: Option<Instant> = None;
-        let mut next_prune = Instant::now() + self.config.prune_interval;
-        loop {
-            let wait =
-                if self.has_gaps() { self.config.gap_check_interval } else { self.config.safety_interval };
-            tokio::select! {
-                _ = stop.changed() => return,
-                event = events.recv() => match event {
-                    None => return,
-                    Some(event) => {
-                        self.on_listener_event(event, &mut listening, &mut need_read);
-                        // Coalesce: take every notification already waiting.
-                        while let Ok(event) = events.try_recv() {
-                            self.on_listener_event(event, &mut listening, &mut need_read);
-                        }
-                    }
-                },
-                _ = tokio::time::sleep(wait) => need_read = true,
-            }
-            if !need_read {
-                continue;
-            }
-            // Reads at most every `min_read_interval`: more notifications queue meanwhile and are
-            // served by the same read.
-            if let Some(at) = last_read {
-                let due = at + self.config.min_read_interval;
-                tokio::select! {
-                    _ = stop.changed() => return,
-                    _ = tokio::time::sleep_until(due) => {}
-                }
-                while let Ok(event) = events.try_recv() {
-                    self.on_listener_event(event, &mut listening, &mut need_read);
-                }
-            }
-            need_read = false;
-            last_read = Some(Instant::now());
-            let ok = self.catch_up().await;
-            // Up only when both the reads and the listener work; the listener reports Down
-            // itself when it cannot reconnect.
-            if !ok {
-                self.set_db_up(false);
-            } else if listening {
-                self.set_db_up(true);
-            }
-            if !self.db_open() {
-                return;
-            }
-            if ok && Instant::now() >= next_prune {
-                self.prune().await;
-                next_prune = Instant::now() + self.config.prune_interval;
-            }
-        }
-    }
-
-    fn on_listener_event(&mut self, event: ListenerEvent, listening: &mut bool, need_read: &mut bool) {
-        match event {
-            ListenerEvent::Connected => {
-                *listening = true;
-                *need_read = true;
-            }
-            ListenerEvent::Notified(id) => {
-                // A notification for a change already read (or below the cursor) needs no read.
-                let known = self.tracker.as_ref().is_some_and(|t| id <= t.high && !t.has_gaps());
-                if !known {
-                    *need_read = true;
-                }
-            }
-            ListenerEvent::Down(error) => {
-                if *listening || *self.db_up.borrow() {
-                    tracing::warn!(%error, "live updates: database unreachable; retrying");
-                }
-                *listening = false;
-                self.set_db_up(false);
             }
         }
     }
@@ -496,70 +400,6 @@ impl Worker {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "live updates: pruning the change log failed"),
-        }
-    }
-}
-
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The PostgreSQL listener: one connection in LISTEN, reconnected with capped backoff. Runs in
-/// its own task so the reader never cancels a half-read notification.
-async fn listen(pool: PgPool, config: LiveConfig, events: mpsc::Sender<ListenerEvent>, stats: Arc<HubStats>) {
-    let mut backoff = config.backoff_initial;
-    loop {
-        if pool.is_closed() || events.is_closed() {
-            return;
-        }
-        let connected = async {
-            let mut listener = PgListener::connect_with(&pool).await?;
-            // We reconnect ourselves, so a reconnection is counted and followed by a catch-up.
-            listener.eager_reconnect(false);
-            listener.listen(CHANNEL).await?;
-            Ok::<_, sqlx::Error>(listener)
-        }
-        .await;
-        let mut listener = match connected {
-            Ok(listener) => listener,
-            Err(e) => {
-                if events.send(ListenerEvent::Down(e.to_string())).await.is_err() {
-                    return;
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(config.backoff_max);
-                continue;
-            }
-        };
-        stats.listener_connections.fetch_add(1, Ordering::Relaxed);
-        let since = Instant::now();
-        if events.send(ListenerEvent::Connected).await.is_err() {
-            return;
-        }
-        let lost = loop {
-            match listener.try_recv().await {
-                Ok(Some(n)) => {
-                    let id = n.payload().parse().unwrap_or(i64::MAX);
-                    if events.send(ListenerEvent::Notified(id)).await.is_err() {
-                        return;
-                    }
-                }
-                Ok(None) => break "connection lost".to_string(),
-                Err(e) => break e.to_string(),
-            }
-        };
-        drop(listener);
-        tracing::info!(reason = %lost, "live updates: the listener's connection ended; reconnecting");
-        // Reconnect at once after a connection that lived a while; back off after one that did not.
-        if since.elapsed() > config.backoff_max {
-            backoff = config.backoff_initial;
-        } else {
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(config.backoff_max);
         }
     }
 }

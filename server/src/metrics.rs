@@ -9,9 +9,10 @@ use crate::AppState;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use chrono::{Duration, Utc};
+use chrono::Duration;
 use lastword_core::{Cause, Overview, RunState};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -41,7 +42,7 @@ impl MetricsCache {
                 return reading.clone();
             }
         }
-        let now = Utc::now();
+        let now = lastword_core::read_now();
         let query = state.store.overview(now - Duration::hours(1), now, Duration::hours(1), now);
         let reading = match tokio::time::timeout(REFRESH_TIMEOUT, query).await {
             Ok(Ok(overview)) => Some(overview),
@@ -61,9 +62,35 @@ impl MetricsCache {
 
 type Labelled = Family<[(&'static str, &'static str); 1], Gauge>;
 
-/// The exposition text for a reading and the current number of live clients.
-pub fn render(reading: Option<&Overview>, live_clients: i64) -> String {
+/// What `/metrics` reports about the dashboard process itself, read on every scrape.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessReading {
+    /// Browsers connected to the live event stream.
+    pub live_clients: i64,
+    /// Page and API reads that went to the database.
+    pub db_reads: u64,
+    /// Reads answered by sharing another viewer's identical read.
+    pub shared_reads: u64,
+}
+
+/// The exposition text for a store reading and the process's own figures.
+pub fn render(reading: Option<&Overview>, process: ProcessReading) -> String {
     let mut registry = Registry::default();
+    let db_reads = Counter::<u64>::default();
+    db_reads.inc_by(process.db_reads);
+    registry.register(
+        "lastword_db_reads",
+        "Page and API reads that went to the database (identical reads at one data version are shared)",
+        db_reads,
+    );
+    let shared = Counter::<u64>::default();
+    shared.inc_by(process.shared_reads);
+    registry.register(
+        "lastword_shared_reads",
+        "Page and API reads answered by sharing an identical read",
+        shared,
+    );
+    let live_clients = process.live_clients;
     let up = Gauge::<i64>::default();
     up.set(i64::from(reading.is_some()));
     registry.register("lastword_database_up", "1 when the database answered the last metrics refresh", up);
@@ -119,6 +146,11 @@ pub fn render(reading: Option<&Overview>, live_clients: i64) -> String {
 
 pub async fn handler(State(state): State<AppState>) -> Response {
     let reading = state.metrics.reading(&state).await;
-    let body = render(reading.as_ref(), state.live_clients.load(Ordering::Relaxed));
+    let process = ProcessReading {
+        live_clients: state.live_clients.load(Ordering::Relaxed),
+        db_reads: state.shared_reads.database.load(Ordering::Relaxed),
+        shared_reads: state.shared_reads.shared.load(Ordering::Relaxed),
+    };
+    let body = render(reading.as_ref(), process);
     ([(CONTENT_TYPE, CONTENT_TYPE_OPENMETRICS)], body).into_response()
 }

@@ -2,7 +2,7 @@
 //! Leptos, with their server functions), and static files. Tests call [`router`] directly.
 
 use crate::AppState;
-use crate::{api, auth, events, health, metrics};
+use crate::{api, assets, auth, events, health, metrics};
 use app::{shell, App};
 use axum::routing::get;
 use axum::Router;
@@ -52,5 +52,9 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
         Some(layer) => router.layer(layer),
         None => router,
     };
-    router.layer(TraceLayer::new_for_http()).with_state(state)
+    router
+        .layer(axum::middleware::from_fn(assets::bundle_cache_headers))
+        .layer(assets::compression())
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
 }

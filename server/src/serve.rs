@@ -19,7 +19,17 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
     let sweeper = auth.sessions.as_ref().map(|s| s.spawn_sweeper());
     let mut options = leptos_options();
     options.site_addr = args.addr;
-    let state = AppState::with_auth(options, store.clone(), auth);
+    let mut state = AppState::with_auth(options, store.clone(), auth);
+    if let Some(url) = &args.database_read_url {
+        let replica = DbTarget::resolve(Some(url), std::path::Path::new("."))?;
+        tracing::info!(replica = %replica.redacted(), "reading pages from a replica");
+        // No migrations: a replica follows the primary's schema.
+        let db = lastword_store::Db::connect(&replica)
+            .await
+            .with_context(|| format!("opening the read replica {}", replica.redacted()))?;
+        let replica = lastword_store::store_for(db, store.tokens().clone());
+        state = state.with_read_replica(store.clone(), replica);
+    }
     // One database watcher for the whole process, fanned out to every browser (docs/live.md).
     let live = state.live.clone();
     live.ensure_started();

@@ -3,7 +3,7 @@
 use crate::auth::Auth;
 use crate::live::{LiveConfig, LiveHub};
 use axum::extract::FromRef;
-use lastword_store::Store;
+use lastword_store::{SharedReadStats, SharedReads, Store};
 use leptos::prelude::LeptosOptions;
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
@@ -11,7 +11,11 @@ use std::sync::Arc;
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub leptos_options: LeptosOptions,
+    /// The store every request reads through: identical reads at one data version share one
+    /// database call ([`SharedReads`], keyed by the live hub's watermark).
     pub store: Arc<dyn Store>,
+    /// How many reads were shared and how many reached the database, for `/metrics`.
+    pub shared_reads: Arc<SharedReadStats>,
     /// Browsers connected to the live event stream (incremented and decremented by it), read
     /// by `/metrics` as `lastword_live_clients`.
     pub live_clients: Arc<AtomicI64>,
@@ -40,15 +44,35 @@ impl AppState {
 
     /// With a hub of one's own (other timings, or shared by several routers in a test).
     pub fn with_live(leptos_options: LeptosOptions, store: Arc<dyn Store>, live: LiveHub) -> Self {
+        let shared = SharedReads::new(store, version_of(&live));
         AppState {
             leptos_options,
-            store,
+            shared_reads: shared.stats(),
+            store: Arc::new(shared),
             live_clients: Arc::new(AtomicI64::new(0)),
             metrics: Arc::new(crate::metrics::MetricsCache::default()),
             live,
             auth: Arc::new(Auth::local()),
         }
     }
+}
+
+impl AppState {
+    /// Sends the shared page and API reads to a read replica; actions, their previews, the
+    /// audit trail, readiness and the change feed stay on `primary` (the store this state was
+    /// built with). See `lastword_store::shared_reads`.
+    pub fn with_read_replica(mut self, primary: Arc<dyn Store>, replica: Arc<dyn Store>) -> Self {
+        let shared = SharedReads::new(primary, version_of(&self.live)).with_replica(replica);
+        self.shared_reads = shared.stats();
+        self.store = Arc::new(shared);
+        self
+    }
+}
+
+/// The data version shared reads are keyed by: the hub's watermark.
+fn version_of(live: &LiveHub) -> lastword_store::shared_reads::VersionSource {
+    let live = live.clone();
+    Arc::new(move || live.watermark())
 }
 
 /// Leptos options from the variables cargo-leptos sets (and bakes in at build time), falling

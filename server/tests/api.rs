@@ -540,7 +540,39 @@ macro_rules! on_every_database {
     };
 }
 
+/// Pages and JSON travel compressed for a browser that accepts brotli or gzip; the live stream
+/// never is (compression would hold its events back); the bundle is revalidated, not guessed.
+async fn responses_are_compressed_except_the_live_stream(db: Db) {
+    let api = Api::new(db);
+    let send = |uri: &str, encoding: &str| {
+        let request = Request::get(uri).header("accept-encoding", encoding).body(Body::empty()).unwrap();
+        api.app.clone().oneshot(request)
+    };
+    let header = |r: &axum::response::Response, name: &str| {
+        r.headers().get(name).map(|v| v.to_str().unwrap_or_default().to_string())
+    };
+    let page = send("/failures", "br, gzip").await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert_eq!(header(&page, "content-encoding").as_deref(), Some("br"));
+    let json = send("/api/v1/overview?since=1h", "gzip").await.unwrap();
+    assert_eq!(header(&json, "content-encoding").as_deref(), Some("gzip"));
+    let gz = axum::body::to_bytes(json.into_body(), 1 << 20).await.unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut text).unwrap();
+    assert!(serde_json::from_str::<Value>(&text).unwrap()["by_state"].is_array(), "{text}");
+    let plain = send("/api/v1/overview?since=1h", "identity").await.unwrap();
+    assert_eq!(header(&plain, "content-encoding"), None);
+
+    let events = send("/api/v1/events", "br, gzip").await.unwrap();
+    assert_eq!(header(&events, "content-type").as_deref(), Some("text/event-stream"));
+    assert_eq!(header(&events, "content-encoding"), None, "the live stream is never compressed");
+
+    let bundle = send("/pkg/lastword.css", "br").await.unwrap();
+    assert_eq!(header(&bundle, "cache-control").as_deref(), Some("no-cache"));
+}
+
 on_every_database!(
+    responses_are_compressed_except_the_live_stream,
     runs_list_filters_and_pages,
     facets_count_failures_per_cause,
     runs_and_tasks_by_id,

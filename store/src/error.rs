@@ -15,6 +15,10 @@ pub enum StoreError {
     /// A query failed for a reason other than connectivity.
     #[error("database error: {0}")]
     Query(#[source] sqlx::Error),
+    /// One of the above, met by a read that several callers shared (`SharedReads`): each of
+    /// them gets the same error.
+    #[error(transparent)]
+    Shared(std::sync::Arc<StoreError>),
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -32,6 +36,10 @@ impl From<sqlx::Error> for StoreError {
 impl StoreError {
     /// True when the database could not be reached (as opposed to a bad query).
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
+        match self {
+            StoreError::Unavailable(_) => true,
+            StoreError::Shared(e) => e.is_unavailable(),
+            _ => false,
+        }
     }
 }

@@ -10,9 +10,11 @@ pub mod changes;
 mod connect;
 mod error;
 mod postgres;
+pub mod prune;
 mod queries;
 mod rows;
 mod shared;
+pub mod shared_reads;
 mod sqlite;
 mod store;
 #[cfg(feature = "testing")]
@@ -21,6 +23,7 @@ pub mod testing;
 pub use connect::{Backend, Db, DbTarget};
 pub use error::StoreError;
 pub use postgres::PgStore;
+pub use shared_reads::{SharedReadStats, SharedReads};
 pub use sqlite::SqliteStore;
 pub use store::{NewTask, Readiness, Store};
 

@@ -212,11 +212,12 @@ fn where_clause(conds: &[String]) -> String {
     }
 }
 
-/// The columns of a [`RunListRow`](crate::rows::RunListRow), from `runs r JOIN tasks t`.
-fn run_list_select(d: &Dialect) -> String {
+/// The columns of a [`RunListRow`](crate::rows::RunListRow), from `runs r JOIN tasks t`, with
+/// texts cut to `prefix` characters.
+fn run_list_select(d: &Dialect, prefix: usize) -> String {
     format!(
         "SELECT {}, {} AS state, t.kind, t.source, t.safety FROM runs r JOIN tasks t ON t.id = r.task_id",
-        crate::rows::RUN_COLUMNS,
+        crate::rows::run_list_columns(prefix),
         d.state_sql
     )
 }
@@ -244,7 +245,7 @@ pub(crate) fn list_runs(
     let limit = buf.arg(Value::I64(i64::from(page.limit) + 1));
     let sql = format!(
         "{}{} ORDER BY r.claimed_at DESC, r.id DESC LIMIT {limit}",
-        run_list_select(d),
+        run_list_select(d, lastword_core::LIST_TEXT_PREFIX),
         where_clause(&conds)
     );
     buf.push(&sql);
@@ -385,7 +386,7 @@ pub(crate) fn timeline(
         "{} WHERE r.claimed_at <= {u} AND (r.claimed_at >= {s} OR r.finished_at >= {s} \
            OR (r.finished_at IS NULL AND r.lease_expires_at >= {s})) \
          ORDER BY r.claimed_at DESC, r.id DESC LIMIT {cap}",
-        run_list_select(d)
+        run_list_select(d, lastword_core::TIMELINE_TEXT_PREFIX)
     );
     buf.push(&sql);
     buf

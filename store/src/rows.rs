@@ -15,6 +15,18 @@ pub(crate) const RUN_COLUMNS: &str =
     "r.id, r.task_id, r.worker, r.lease_epoch, r.claimed_at, r.lease_expires_at, \
      r.heartbeat_at, r.finished_at, r.output, r.error, r.error_detail, r.completion_rows";
 
+/// [`RUN_COLUMNS`] for lists and the timeline: `output` and `error_detail` cut to `n`
+/// characters in the database (so a multi-megabyte output never leaves it for a list), and
+/// whether either was cut. `substr` and `length` count characters on both backends.
+pub(crate) fn run_list_columns(n: usize) -> String {
+    format!(
+        "r.id, r.task_id, r.worker, r.lease_epoch, r.claimed_at, r.lease_expires_at, \
+         r.heartbeat_at, r.finished_at, substr(r.output, 1, {n}) AS output, r.error, \
+         substr(r.error_detail, 1, {n}) AS error_detail, r.completion_rows, \
+         (COALESCE(length(r.output), 0) > {n} OR COALESCE(length(r.error_detail), 0) > {n}) AS text_truncated"
+    )
+}
+
 pub(crate) const EFFECT_COLUMNS: &str = "id, run_id, task_id, lease_epoch, kind, idempotency_key, created_at";
 
 pub(crate) const ACTION_COLUMNS: &str =
@@ -119,11 +131,18 @@ pub(crate) struct RunListRow {
     kind: String,
     source: String,
     safety: String,
+    text_truncated: bool,
 }
 
 impl From<RunListRow> for RunListItem {
     fn from(r: RunListRow) -> Self {
-        RunListItem { run: r.run.into(), kind: r.kind, source: r.source, safety: r.safety }
+        RunListItem {
+            run: r.run.into(),
+            kind: r.kind,
+            source: r.source,
+            safety: r.safety,
+            text_truncated: r.text_truncated,
+        }
     }
 }
 

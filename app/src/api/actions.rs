@@ -32,10 +32,7 @@ mod ssr {
         }
     }
 
-    pub fn now() -> chrono::DateTime<chrono::Utc> {
-        let now = chrono::Utc::now();
-        chrono::DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
-    }
+    pub use lastword_core::write_now as now;
 
     /// A run filter from the failures page's query string (paging ignored).
     pub fn selection(

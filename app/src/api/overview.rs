@@ -23,7 +23,7 @@ pub async fn get_overview(window: String) -> Result<Overview, ServerFnError> {
         .find(|(w, _, _)| *w == window)
         .ok_or_else(|| ServerFnError::new(format!("window: unknown value {window:?}")))?;
     let age = lastword_core::query::parse_age(&window).ok_or_else(|| ServerFnError::new("window"))?;
-    let now = chrono::Utc::now();
+    let now = lastword_core::read_now();
     let store = super::ssr::store()?;
     store
         .overview(now - age, now, chrono::Duration::seconds(*bucket), now)

@@ -14,7 +14,7 @@ pub enum RunsAnswer {
 /// With no `state` and no `cause`, only failures are listed: this backs the failures page.
 #[server(prefix = "/api/fn", endpoint = "failures")]
 pub async fn list_failures(query: String) -> Result<RunsAnswer, ServerFnError> {
-    let now = chrono::Utc::now();
+    let now = lastword_core::read_now();
     let pairs = super::ssr::query_pairs(&query);
     let (mut filter, page) = match lastword_core::query::parse_run_query(&pairs, now) {
         Ok(parsed) => parsed,

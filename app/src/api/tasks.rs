@@ -6,5 +6,5 @@ use leptos::prelude::*;
 #[server(prefix = "/api/fn", endpoint = "task")]
 pub async fn get_task(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
     let store = super::ssr::store()?;
-    store.task_detail(id, chrono::Utc::now()).await.map_err(super::ssr::store_error)
+    store.task_detail(id, lastword_core::read_now()).await.map_err(super::ssr::store_error)
 }

@@ -16,7 +16,7 @@ pub async fn get_timeline(minutes: i64) -> Result<TimelineData, ServerFnError> {
     if !(1..=24 * 60).contains(&minutes) {
         return Err(ServerFnError::new("minutes: between 1 and 1440"));
     }
-    let now = chrono::Utc::now();
+    let now = lastword_core::read_now();
     let store = super::ssr::store()?;
     let runs = store
         .timeline(now - chrono::Duration::minutes(minutes), now, now)

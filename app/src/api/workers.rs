@@ -7,7 +7,7 @@ use leptos::prelude::*;
 pub async fn get_workers(window: String) -> Result<Vec<WorkerSummary>, ServerFnError> {
     let age = lastword_core::query::parse_age(&window)
         .ok_or_else(|| ServerFnError::new(format!("window: {window:?} is not an age like 15m or 1h")))?;
-    let now = chrono::Utc::now();
+    let now = lastword_core::read_now();
     let store = super::ssr::store()?;
     store.workers(now - age, now).await.map_err(super::ssr::store_error)
 }

@@ -269,7 +269,12 @@ fn RunRow(item: RunListItem, selected: RwSignal<Vec<i64>>, can_act: Signal<bool>
             <td class="num">{run.lease_epoch}</td>
             <td><Time t=run.claimed_at short=true /></td>
             <td class="num">{took.unwrap_or_else(|| "—".to_string())}</td>
-            <td class="detail">{detail}</td>
+            <td class="detail">
+                {detail}
+                {item.text_truncated.then(|| view! {
+                    "… "<a class="muted" data-testid="full-text" href=format!("/tasks/{task_id}")>"full text"</a>
+                })}
+            </td>
         </tr>
     }
 }

@@ -20,6 +20,27 @@ pub fn live_version() -> Signal<u64> {
     }
 }
 
+/// Like [`live_version`], but bumps only for a batch of changes that `concerns` the page: the
+/// task page need not refetch for every other task's heartbeat. A reset concerns everyone
+/// (`LiveBatch::touches_*` say so).
+pub fn live_version_where(
+    concerns: impl Fn(&crate::live::LiveBatch) -> bool + Send + Sync + 'static,
+) -> Signal<u64> {
+    match use_context::<crate::live::LiveFeed>() {
+        Some(feed) => Memo::new(move |prev: Option<&u64>| {
+            // Tracked: recomputed on every bump; the batch behind it is set before the bump.
+            feed.last_change.track();
+            match prev {
+                None => 0,
+                Some(prev) if feed.last_batch.with_untracked(|b| concerns(b)) => prev + 1,
+                Some(prev) => *prev,
+            }
+        })
+        .into(),
+        None => Signal::stored(0),
+    }
+}
+
 /// A server function's error as a page-level alert.
 pub fn error_view(what: &'static str, e: ServerFnError) -> AnyView {
     view! { <p class="banner banner-error" role="alert">{format!("Could not load {what}: {e}")}</p> }

@@ -8,7 +8,7 @@ use crate::components::actions::{ActionFeedback, ActionUi, TaskActions};
 use crate::components::badges::StateBadge;
 use crate::components::time::{relative, use_time_prefs, Time};
 use crate::pages::audit::AuditLine;
-use crate::pages::{error_view, live_version};
+use crate::pages::{error_view, live_version_where};
 use chrono::{DateTime, Utc};
 use lastword_core::{ActionKind, Effect, Run, RunState, TaskDetail};
 use leptos::prelude::*;
@@ -20,7 +20,8 @@ pub fn TaskPage() -> impl IntoView {
     let params = use_params_map();
     let query = use_query_map();
     let id = Memo::new(move |_| params.read().get("id").and_then(|s| s.parse::<i64>().ok()));
-    let live = live_version();
+    // Only changes to this task (its runs, effects, audit) refetch it.
+    let live = live_version_where(move |batch| id.get_untracked().is_some_and(|id| batch.touches_task(id)));
     let ui = ActionUi::new();
     // From a failure row's "re-queue" link: open the confirmation, remember the run.
     ui.run_id.set(query.get_untracked().get("run").and_then(|r| r.parse().ok()));

@@ -4,7 +4,7 @@
 //! naming the field), and hands over to the store, whose one transaction decides; a refusal is
 //! 409 with what changed and the task as it is now. Documented in `docs/api.md`.
 
-use super::{now, path_id, query_pairs, ApiError};
+use super::{path_id, query_pairs, write_now, ApiError};
 use crate::{AppState, RequireOperator};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, RawQuery, State};
@@ -57,7 +57,7 @@ async fn act(
 ) -> Result<Response, ApiError> {
     let id = path_id("id", &id)?;
     let request = body::<ActionRequest>(request)?.validate(kind)?;
-    match state.store.act(id, kind, &request, &actor.name, now()).await? {
+    match state.store.act(id, kind, &request, &actor.name, write_now()).await? {
         Some(outcome) => Ok(outcome_response(outcome)),
         None => Err(ApiError::NotFound(format!("task {id}"))),
     }
@@ -112,7 +112,7 @@ fn bulk_filter(raw: Option<&str>) -> Result<(BulkSelection, bool), ParamError> {
             _ => pairs.push((k, v)),
         }
     }
-    let (filter, _page) = parse_run_query(&pairs, now())?;
+    let (filter, _page) = parse_run_query(&pairs, write_now())?;
     Ok((BulkSelection::Filter(filter), fence))
 }
 
@@ -122,7 +122,7 @@ pub async fn preview(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<BulkPreview>, ApiError> {
     let (selection, fence) = bulk_filter(raw.as_deref())?;
-    Ok(Json(state.store.requeue_preview(&selection, fence, now()).await?))
+    Ok(Json(state.store.requeue_preview(&selection, fence, write_now()).await?))
 }
 
 /// `POST /api/v1/requeue?<run filter>` `{"reason", "expected_count", "fence"?, "request_id"?}`,
@@ -147,7 +147,7 @@ pub async fn bulk_requeue(
         (None, _) => filtered,
     };
     let request = BulkRequeueRequest { fence: request.fence || fence_param, ..request };
-    match state.store.bulk_requeue(&selection, &request, &actor.name, now()).await? {
+    match state.store.bulk_requeue(&selection, &request, &actor.name, write_now()).await? {
         // The same shape as a single action's refusal (`error` is the code), with the preview
         // as it is now instead of a task.
         BulkOutcome::Refused { code, message, preview } => Ok((
@@ -170,6 +170,6 @@ pub async fn audit(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<AuditPage>, ApiError> {
-    let (filter, page) = parse_audit_query(&query_pairs(raw.as_deref()), now())?;
+    let (filter, page) = parse_audit_query(&query_pairs(raw.as_deref()), write_now())?;
     Ok(Json(state.store.audit(&filter, &page).await?))
 }

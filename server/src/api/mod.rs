@@ -53,11 +53,8 @@ pub(crate) fn path_id(param: &str, raw: &str) -> Result<i64, ApiError> {
         .ok_or_else(|| ParamError::new(param, format!("{raw:?} is not an id (a positive integer)")).into())
 }
 
-/// Now, as the store compares it: microseconds, the precision both backends keep.
-pub(crate) fn now() -> DateTime<Utc> {
-    let now = Utc::now();
-    DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
-}
+// Reads ask as of the whole second (shared between viewers), writes keep microseconds.
+pub(crate) use lastword_core::{read_now, write_now};
 
 /// The parameters of a window endpoint (`since`, `until`, `bucket`, …): only `allowed` names,
 /// each at most once.

@@ -1,6 +1,6 @@
 //! `GET /api/v1/overview?since=24h&until=&bucket=`.
 
-use super::{now, ApiError, WindowParams};
+use super::{read_now, ApiError, WindowParams};
 use crate::AppState;
 use axum::extract::{RawQuery, State};
 use axum::Json;
@@ -16,7 +16,7 @@ const NICE_BUCKETS: [i64; 12] =
 
 /// Counts per state and cause over the window, a series for the chart, and what needs attention.
 pub async fn get(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Result<Json<Overview>, ApiError> {
-    let now = now();
+    let now = read_now();
     let params = WindowParams::parse(raw.as_deref(), &["since", "until", "bucket"])?;
     let (since, until) = params.window(now, Duration::hours(24))?;
     let span = (until - since).num_seconds().max(1);

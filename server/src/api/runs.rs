@@ -1,6 +1,6 @@
 //! `GET /api/v1/runs`, `/runs/facets` and `/runs/{id}`.
 
-use super::{now, path_id, query_pairs, ApiError};
+use super::{path_id, query_pairs, read_now, ApiError};
 use crate::AppState;
 use axum::extract::{Path, RawQuery, State};
 use axum::Json;
@@ -9,7 +9,7 @@ use lastword_core::{CauseFacets, Run, RunPage};
 
 /// One keyset page of runs matching the filters, newest claim first.
 pub async fn list(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Result<Json<RunPage>, ApiError> {
-    let now = now();
+    let now = read_now();
     let (filter, page) = parse_run_query(&query_pairs(raw.as_deref()), now)?;
     Ok(Json(state.store.list_runs(&filter, &page, now).await?))
 }
@@ -19,7 +19,7 @@ pub async fn facets(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<CauseFacets>, ApiError> {
-    let now = now();
+    let now = read_now();
     let (filter, _page) = parse_run_query(&query_pairs(raw.as_deref()), now)?;
     Ok(Json(state.store.cause_facets(&filter, now).await?))
 }
@@ -27,7 +27,7 @@ pub async fn facets(
 /// One run with its state and cause.
 pub async fn one(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Run>, ApiError> {
     let id = path_id("id", &id)?;
-    match state.store.run(id, now()).await? {
+    match state.store.run(id, read_now()).await? {
         Some(run) => Ok(Json(run)),
         None => Err(ApiError::NotFound(format!("run {id}"))),
     }

@@ -1,6 +1,6 @@
 //! `GET /api/v1/tasks/{id}`.
 
-use super::{now, path_id, ApiError};
+use super::{path_id, read_now, ApiError};
 use crate::AppState;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -13,7 +13,7 @@ pub async fn one(
     Path(id): Path<String>,
 ) -> Result<Json<TaskDetail>, ApiError> {
     let id = path_id("id", &id)?;
-    match state.store.task_detail(id, now()).await? {
+    match state.store.task_detail(id, read_now()).await? {
         Some(detail) => Ok(Json(detail)),
         None => Err(ApiError::NotFound(format!("task {id}"))),
     }

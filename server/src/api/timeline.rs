@@ -1,6 +1,6 @@
 //! `GET /api/v1/timeline?since=15m&until=`.
 
-use super::{now, ApiError, WindowParams};
+use super::{read_now, ApiError, WindowParams};
 use crate::AppState;
 use axum::extract::{RawQuery, State};
 use axum::Json;
@@ -13,7 +13,7 @@ pub async fn list(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Vec<RunListItem>>, ApiError> {
-    let now = now();
+    let now = read_now();
     let params = WindowParams::parse(raw.as_deref(), &["since", "until"])?;
     let (since, until) = params.window(now, Duration::minutes(15))?;
     Ok(Json(state.store.timeline(since, until, now).await?))

@@ -1,6 +1,6 @@
 //! `GET /api/v1/workers?since=1h`.
 
-use super::{now, ApiError, WindowParams};
+use super::{read_now, ApiError, WindowParams};
 use crate::AppState;
 use axum::extract::{RawQuery, State};
 use axum::Json;
@@ -12,7 +12,7 @@ pub async fn list(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Vec<WorkerSummary>>, ApiError> {
-    let now = now();
+    let now = read_now();
     let params = WindowParams::parse(raw.as_deref(), &["since"])?;
     let since = params.time("since", now, now - Duration::hours(1))?;
     Ok(Json(state.store.workers(since, now).await?))
