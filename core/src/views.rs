@@ -27,6 +27,15 @@ pub struct RunPage {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CauseFacets {
     pub counts: Vec<(Cause, i64)>,
+    /// The oldest moment any part of the counts was computed at: every change committed
+    /// before it is counted (now, when everything was counted from the runs themselves).
+    /// Absent from older servers.
+    #[serde(default)]
+    pub counted_at: Option<DateTime<Utc>>,
+    /// Causes whose count reached the cap of a filter the rollups cannot answer (text, kind,
+    /// source, task, worker): the count is a lower bound, shown as "10 000+".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capped: Vec<Cause>,
 }
 
 /// Counts over a time window for the overview.
@@ -39,6 +48,10 @@ pub struct Overview {
     /// Runs per time bucket and state, oldest bucket first, for the small chart.
     pub series: Vec<Bucket>,
     pub attention: Attention,
+    /// The oldest moment any part of the answer was computed at (see
+    /// [`CauseFacets::counted_at`]). Absent from older servers.
+    #[serde(default)]
+    pub counted_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

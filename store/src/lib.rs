@@ -11,6 +11,7 @@ mod connect;
 mod error;
 mod postgres;
 mod queries;
+mod rollups;
 mod rows;
 mod shared;
 mod sqlite;
@@ -21,6 +22,7 @@ pub mod testing;
 pub use connect::{Backend, Db, DbTarget};
 pub use error::StoreError;
 pub use postgres::PgStore;
+pub use rollups::{RollupReport, BUCKET_SECS, FACET_CAP};
 pub use sqlite::SqliteStore;
 pub use store::{NewTask, Readiness, Store};
 
