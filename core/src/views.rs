@@ -27,10 +27,11 @@ pub struct RunPage {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CauseFacets {
     pub counts: Vec<(Cause, i64)>,
-    /// The oldest moment any part of the counts was computed at: every change committed
-    /// before it is counted (now, when everything was counted from the runs themselves).
-    /// Absent from older servers.
-    #[serde(default)]
+    /// When part of the counts came from rollups: the oldest moment those parts were computed
+    /// at (every change committed before it is counted; later changes to past runs show within
+    /// a refresh, ~2 s). Absent when everything was counted at request time, and from older
+    /// servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counted_at: Option<DateTime<Utc>>,
     /// Causes whose count reached the cap of a filter the rollups cannot answer (text, kind,
     /// source, task, worker): the count is a lower bound, shown as "10 000+".
@@ -48,9 +49,8 @@ pub struct Overview {
     /// Runs per time bucket and state, oldest bucket first, for the small chart.
     pub series: Vec<Bucket>,
     pub attention: Attention,
-    /// The oldest moment any part of the answer was computed at (see
-    /// [`CauseFacets::counted_at`]). Absent from older servers.
-    #[serde(default)]
+    /// How fresh the parts that came from rollups are (see [`CauseFacets::counted_at`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counted_at: Option<DateTime<Utc>>,
 }
 

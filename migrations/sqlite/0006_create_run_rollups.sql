@@ -47,10 +47,14 @@ CREATE TABLE worker_rollups (
 CREATE INDEX worker_rollups_bucket_idx ON worker_rollups (bucket);
 
 -- Unsafe tasks executed twice and not compensated (the rule of lastword_core::needs_compensation),
--- re-evaluated for every task that change_log says changed.
+-- re-evaluated for every task that change_log says changed: one row per claim of one of its
+-- runs and per effect, so "active in the window" is an index range.
 CREATE TABLE double_executions (
-    task_id INTEGER PRIMARY KEY
+    task_id   INTEGER NOT NULL,
+    active_at TEXT NOT NULL
 );
+CREATE INDEX double_executions_active_idx ON double_executions (active_at, task_id);
+CREATE INDEX double_executions_task_idx ON double_executions (task_id);
 
 -- The maintainer's place in change_log, shared by every dashboard server (one row).
 CREATE TABLE rollup_state (

@@ -17,19 +17,21 @@ use lastword_store::testing::{explain_hot_queries, raw_cause_facets, raw_overvie
 use lastword_store::{store_for, Db, DbTarget, Store};
 use std::time::Instant;
 
-/// `$1` runs; tasks get five runs each (epochs 1–5), claims spread evenly over 30 days up to now.
+/// `$1` runs, claims spread evenly over 30 days up to now. One task per run, except that one run
+/// in twenty is the re-claim (epoch 2) of the previous run's task; one task in ten is unsafe.
 const LOAD: &[&str] = &[
     "SET session_replication_role = replica",
     "INSERT INTO tasks (id, kind, source, safety, status, payload, lease_epoch, created_at, updated_at)
      SELECT g, (ARRAY['reply_to_mention', 'digest', 'charge', 'sync'])[1 + g % 4],
             CASE WHEN g % 3 = 0 THEN 'tick' ELSE 'notification' END,
             CASE WHEN g % 10 = 0 THEN 'unsafe' ELSE 'idempotent' END,
-            CASE WHEN g % 97 = 0 THEN 'dead' ELSE 'completed' END, '{}', 5, c, c + interval '40 seconds'
-     FROM (SELECT g, now() - interval '30 days' + (g - 1) * 5 * (interval '30 days' / $1) AS c
-           FROM generate_series(1, ($1 / 5)::int) g) x",
+            CASE WHEN g % 97 = 0 THEN 'dead' ELSE 'completed' END, '{}', 1, c, c + interval '40 seconds'
+     FROM (SELECT g, now() - interval '30 days' + g * (interval '30 days' / $1) AS c
+           FROM generate_series(1, $1::int) g) x",
     "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at, heartbeat_at, finished_at,
                        output, error, completion_rows)
-     SELECT 1 + (n - 1) / 5, 'worker-' || lpad((n % 200)::text, 3, '0'), 1 + (n - 1) % 5, c,
+     SELECT CASE WHEN n % 20 = 1 THEN n - 1 ELSE n END, 'worker-' || lpad((n % 200)::text, 3, '0'),
+            CASE WHEN n % 20 = 1 THEN 2 ELSE 1 END, c,
             c + interval '30 seconds', c + interval '5 seconds',
             CASE WHEN k = 8 THEN NULL ELSE c + interval '8 seconds' END,
             CASE WHEN k BETWEEN 0 AND 6 OR k = 8 THEN NULL WHEN k = 7 THEN '' WHEN k BETWEEN 11 AND 40 THEN 'no action needed'
@@ -39,10 +41,10 @@ const LOAD: &[&str] = &[
             CASE WHEN k = 8 THEN NULL WHEN k IN (9, 10) THEN 0 ELSE 1 END
      FROM (SELECT n, n % 100 AS k, now() - interval '30 days' + n * (interval '30 days' / $1) AS c
            FROM generate_series(1, $1::int) n) x",
-    // Double executions: effects under two epochs for one unsafe task in fifty.
+    // Effects of the re-claimed unsafe tasks: under both epochs (a double execution) for a few.
     "INSERT INTO effects (run_id, task_id, lease_epoch, kind, idempotency_key, created_at)
      SELECT r.id, r.task_id, r.lease_epoch, 'send', 'k' || r.task_id, r.claimed_at + interval '3 seconds'
-     FROM runs r WHERE r.task_id % 500 = 0 AND r.lease_epoch IN (1, 2)",
+     FROM runs r WHERE r.task_id % 20 = 0 AND r.task_id % 10 = 0 AND (r.lease_epoch = 1 OR r.task_id % 60 = 0)",
     "SELECT setval(pg_get_serial_sequence('tasks', 'id'), (SELECT MAX(id) FROM tasks))",
     "SELECT setval(pg_get_serial_sequence('runs', 'id'), (SELECT MAX(id) FROM runs))",
     "SET session_replication_role = origin",

@@ -30,6 +30,9 @@ pub(crate) mod dialect {
         begin_rollup: "BEGIN ISOLATION LEVEL REPEATABLE READ",
         try_lock: Some("SELECT pg_try_advisory_xact_lock($1, $2)"),
         id_list,
+        // Each range of `g` an index range scan of its own (`OFFSET 0` keeps the planner from
+        // merging the subquery and filtering every failure in history by the ranges instead).
+        raw_runs: "g CROSS JOIN LATERAL (SELECT * FROM runs r WHERE r.claimed_at >= g.lo AND r.claimed_at < g.hi OFFSET 0) r",
     };
 
     fn bucket(param: &str) -> String {

@@ -43,6 +43,8 @@ pub(crate) struct Dialect {
     pub try_lock: Option<&'static str>,
     /// `arg` (a JSON array of integers, as text) as a set to use after `IN`.
     pub id_list: fn(&str) -> String,
+    /// `runs r` restricted to the `claimed_at` ranges `[lo, hi)` of a CTE `g`, as index ranges.
+    pub raw_runs: &'static str,
 }
 
 /// A bound value of a dynamically built query.

@@ -156,17 +156,29 @@ impl Window {
 
 // ---- Readers.
 
-/// `WITH c` (the fresh buckets answering for the window, with their `computed_at`) and `g`
-/// (the ranges of `claimed_at` left to count from `runs`: before the first fresh bucket,
-/// between non-adjacent ones, after the last). Binds the window after the state parameters.
-fn covered(d: &Dialect, buf: &mut SqlBuf, w: &Window) -> String {
+/// The statement's parts that decide which buckets answer for a window.
+struct Covered {
+    /// `WITH c` (the fresh buckets answering for the window, with their `computed_at`) and `g`
+    /// (the ranges of `claimed_at` left to count from `runs`: before the first fresh bucket,
+    /// between non-adjacent ones, after the last).
+    with: String,
+    /// The condition on `b` (`run_rollup_buckets`) and `ro` (a rollup table) that selects the
+    /// rows of those buckets: joined directly rather than through `c`, so the planner has the
+    /// tables' statistics (a hash join over thousands of buckets, not a loop).
+    rows: String,
+}
+
+/// Binds the window after the state parameters.
+fn covered(d: &Dialect, buf: &mut SqlBuf, w: &Window) -> Covered {
     let (s, u) = (buf.arg(Value::Time(w.since)), buf.arg(Value::Time(w.until)));
     let (lo, hi) = (buf.arg(Value::I64(w.lo)), buf.arg(Value::I64(w.hi)));
+    let fresh = format!(
+        "b.bucket >= {lo} AND b.bucket < {hi} AND b.no_action = $2 AND b.skip = $3 \
+         AND (b.stale_at IS NULL OR b.stale_at > $1) AND (b.fresh_from IS NULL OR b.fresh_from <= $1)"
+    );
     let start = d.bucket_start;
-    format!(
-        "WITH c AS (SELECT b.bucket, b.computed_at FROM run_rollup_buckets b \
-           WHERE b.bucket >= {lo} AND b.bucket < {hi} AND b.no_action = $2 AND b.skip = $3 \
-             AND (b.stale_at IS NULL OR b.stale_at > $1) AND (b.fresh_from IS NULL OR b.fresh_from <= $1)), \
+    let with = format!(
+        "WITH c AS (SELECT b.bucket, b.computed_at FROM run_rollup_buckets b WHERE {fresh}), \
          n AS (SELECT c.bucket, LEAD(c.bucket) OVER (ORDER BY c.bucket) AS next FROM c), \
          g AS (SELECT {s} AS lo, COALESCE((SELECT {first} FROM c), {u}) AS hi \
            UNION ALL SELECT {after}, CASE WHEN n.next IS NULL THEN {u} ELSE {next} END FROM n \
@@ -174,11 +186,10 @@ fn covered(d: &Dialect, buf: &mut SqlBuf, w: &Window) -> String {
         first = start("MIN(c.bucket)"),
         after = start("n.bucket + 1"),
         next = start("n.next"),
-    )
+    );
+    let rows = format!("ro.bucket = b.bucket AND ro.bucket >= {lo} AND ro.bucket < {hi} AND {fresh}");
+    Covered { with, rows }
 }
-
-/// `runs r` restricted to the ranges of `g`.
-const RAW_RUNS: &str = "g JOIN runs r ON r.claimed_at >= g.lo AND r.claimed_at < g.hi";
 
 /// The task's safety for a lost lease (what "unsafe lost leases" needs), else null: looked up
 /// only for the few lost leases.
@@ -195,21 +206,22 @@ fn overview_counts_sql(
     tokens: &Tokens,
 ) -> SqlBuf {
     let mut buf = SqlBuf::with_state_params(now, tokens);
-    let with = covered(d, &mut buf, w);
+    let Covered { with, rows } = covered(d, &mut buf, w);
     let b = buf.arg(Value::I64(bucket_secs));
     let sql = format!(
         "{with}SELECT x.sb, x.state, x.error, x.safety, CAST(SUM(x.n) AS BIGINT), MIN(x.computed_at) FROM ( \
-           SELECT (ro.bucket * {BUCKET_SECS}) / {b} AS sb, ro.state, ro.error, ro.safety, ro.runs AS n, c.computed_at \
-             FROM c JOIN run_rollups ro ON ro.bucket = c.bucket \
+           SELECT (ro.bucket * {BUCKET_SECS}) / {b} AS sb, ro.state, ro.error, ro.safety, ro.runs AS n, b.computed_at \
+             FROM run_rollups ro, run_rollup_buckets b WHERE {rows} \
            UNION ALL \
            SELECT y.sb, y.state, y.error, y.safety, COUNT(*), NULL FROM ( \
-             SELECT {sb} AS sb, {state} AS state, r.error, {LOST_LEASE_SAFETY} AS safety FROM {RAW_RUNS}) y \
+             SELECT {sb} AS sb, {state} AS state, r.error, {LOST_LEASE_SAFETY} AS safety FROM {raw}) y \
              GROUP BY y.sb, y.state, y.error, y.safety \
            UNION ALL \
            SELECT NULL, NULL, NULL, NULL, 0, MIN(c.computed_at) FROM c \
          ) x GROUP BY x.sb, x.state, x.error, x.safety",
         sb = (d.bucket)(&b),
         state = d.state_sql,
+        raw = d.raw_runs,
     );
     buf.push(&sql);
     buf
@@ -226,11 +238,8 @@ fn attention_sql(since: DateTime<Utc>, until: DateTime<Utc>, now: DateTime<Utc>,
         "SELECT \
            CASE WHEN EXISTS (SELECT 1 FROM rollup_state st WHERE st.flags_done_to >= st.flags_target \
                                AND st.no_action = $2 AND st.skip = $3 AND st.refreshed_at IS NOT NULL) \
-             THEN (SELECT COUNT(*) FROM double_executions d \
-                    WHERE EXISTS (SELECT 1 FROM runs r WHERE r.task_id = d.task_id \
-                                    AND r.claimed_at >= {s} AND r.claimed_at < {u}) \
-                       OR EXISTS (SELECT 1 FROM effects e WHERE e.task_id = d.task_id \
-                                    AND e.created_at >= {s} AND e.created_at < {u})) END, \
+             THEN (SELECT COUNT(DISTINCT d.task_id) FROM double_executions d \
+                    WHERE d.active_at >= {s} AND d.active_at < {u}) END, \
            (SELECT COUNT(*) FROM tasks t WHERE t.status = 'dead' AND t.updated_at >= {s} AND t.updated_at < {u}), \
            (SELECT st.refreshed_at FROM rollup_state st WHERE st.refreshed_at <= $1)"
     );
@@ -299,7 +308,7 @@ pub(crate) async fn overview(
         by_cause,
         series,
         attention: Attention { unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks },
-        counted_at: Some(counted_at.unwrap_or(now).min(now)),
+        counted_at: counted_at.map(|c| c.min(now)),
     })
 }
 
@@ -323,19 +332,20 @@ fn facets_from_rollups(filter: &RunFilter) -> bool {
 /// Failure runs per state and error over the window, plus the null-state freshness row.
 fn facets_sql(d: &Dialect, w: &Window, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
     let mut buf = SqlBuf::with_state_params(now, tokens);
-    let with = covered(d, &mut buf, w);
+    let Covered { with, rows } = covered(d, &mut buf, w);
     let failure = queries::any_of(Cause::ALL.iter().map(|c| queries::cause_predicate(d, *c)));
     let sql = format!(
         "{with}SELECT x.state, x.error, CAST(SUM(x.n) AS BIGINT), MIN(x.computed_at) FROM ( \
-           SELECT ro.state, ro.error, ro.runs AS n, c.computed_at FROM c JOIN run_rollups ro ON ro.bucket = c.bucket \
-             WHERE ro.state IN {FAILURE_STATES} \
+           SELECT ro.state, ro.error, ro.runs AS n, b.computed_at FROM run_rollups ro, run_rollup_buckets b \
+             WHERE {rows} AND ro.state IN {FAILURE_STATES} \
            UNION ALL \
            SELECT y.state, y.error, COUNT(*), NULL FROM ( \
-             SELECT {state} AS state, r.error FROM {RAW_RUNS} WHERE {failure}) y GROUP BY y.state, y.error \
+             SELECT {state} AS state, r.error FROM {raw} WHERE {failure}) y GROUP BY y.state, y.error \
            UNION ALL \
            SELECT NULL, NULL, 0, MIN(c.computed_at) FROM c \
          ) x GROUP BY x.state, x.error",
         state = d.state_sql,
+        raw = d.raw_runs,
     );
     buf.push(&sql);
     buf
@@ -378,7 +388,7 @@ pub(crate) async fn cause_facets(
         let row: CappedRow =
             on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
         let found = [row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7];
-        let mut facets = CauseFacets { counts: Vec::new(), counted_at: Some(now), capped: Vec::new() };
+        let mut facets = CauseFacets { counts: Vec::new(), counted_at: None, capped: Vec::new() };
         for (cause, n) in Cause::ALL.iter().zip(found) {
             if n > FACET_CAP {
                 facets.capped.push(*cause);
@@ -400,22 +410,24 @@ pub(crate) async fn cause_facets(
         }
     }
     let (_, counts) = queries::fold_state_error_counts(&state_rows);
-    Ok(CauseFacets { counts, counted_at: Some(counted_at.unwrap_or(now).min(now)), capped: Vec::new() })
+    Ok(CauseFacets { counts, counted_at: counted_at.map(|c| c.min(now)), capped: Vec::new() })
 }
 
 /// Per worker with runs claimed since `since`: runs, failures, last claim, last heartbeat.
 fn workers_sql(d: &Dialect, w: &Window, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
     let mut buf = SqlBuf::with_state_params(now, tokens);
-    let with = covered(d, &mut buf, w);
+    let Covered { with, rows } = covered(d, &mut buf, w);
     let sql = format!(
-        "{with}SELECT x.worker, CAST(SUM(x.runs) AS BIGINT), CAST(SUM(x.failures) AS BIGINT), MAX(x.last_claim), MAX(x.last_hb) FROM ( \
-           SELECT wr.worker, wr.runs, wr.failures, wr.last_claim_at AS last_claim, wr.last_heartbeat_at AS last_hb \
-             FROM c JOIN worker_rollups wr ON wr.bucket = c.bucket \
+        "{with}SELECT x.worker, CAST(SUM(x.runs) AS BIGINT), CAST(SUM(x.failures) AS BIGINT), MAX(x.last_claim), \
+           MAX(x.last_hb) FROM ( \
+           SELECT ro.worker, ro.runs, ro.failures, ro.last_claim_at AS last_claim, ro.last_heartbeat_at AS last_hb \
+             FROM worker_rollups ro, run_rollup_buckets b WHERE {rows} \
            UNION ALL \
-           SELECT r.worker, COUNT(*), COUNT(CASE WHEN ({state}) IN {FAILURE_STATES} THEN 1 END), MAX(r.claimed_at), MAX(r.heartbeat_at) \
-             FROM {RAW_RUNS} GROUP BY r.worker \
+           SELECT r.worker, COUNT(*), COUNT(CASE WHEN ({state}) IN {FAILURE_STATES} THEN 1 END), MAX(r.claimed_at), \
+                  MAX(r.heartbeat_at) FROM {raw} GROUP BY r.worker \
          ) x GROUP BY x.worker",
         state = d.state_sql,
+        raw = d.raw_runs,
     );
     buf.push(&sql);
     buf
@@ -468,7 +480,7 @@ pub(crate) async fn raw_overview(
         by_cause,
         series,
         attention: Attention { unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks },
-        counted_at: Some(now),
+        counted_at: None,
     })
 }
 
@@ -483,7 +495,7 @@ pub(crate) async fn raw_cause_facets(
     let rows: Vec<queries::StateErrorCount> =
         on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
     let (_, counts) = queries::fold_state_error_counts(&rows);
-    Ok(CauseFacets { counts, counted_at: Some(now), capped: Vec::new() })
+    Ok(CauseFacets { counts, counted_at: None, capped: Vec::new() })
 }
 
 /// [`workers`] counted from `runs` alone.
@@ -675,9 +687,13 @@ async fn evaluate_flags(
     buf.args.extend(args.iter().cloned());
     let delete =
         format!("DELETE FROM double_executions WHERE task_id IN (SELECT t.id FROM tasks t WHERE {which})");
+    // A flagged task's activity: its claims and its effects, what "in the window" looks at.
     let insert = format!(
-        "INSERT INTO double_executions (task_id) SELECT t.id FROM tasks t WHERE {which} AND {}",
-        queries::needs_compensation_predicate(d)
+        "INSERT INTO double_executions (task_id, active_at) \
+         SELECT r.task_id, r.claimed_at FROM runs r WHERE r.task_id IN (SELECT t.id FROM tasks t WHERE {which} AND {needs}) \
+         UNION ALL \
+         SELECT e.task_id, e.created_at FROM effects e WHERE e.task_id IN (SELECT t.id FROM tasks t WHERE {which} AND {needs})",
+        needs = queries::needs_compensation_predicate(d)
     );
     let result: Result<bool, sqlx::Error> = on_db!(db, p => async {
         let mut tx = p.begin_with(d.begin_write).await?;

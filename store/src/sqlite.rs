@@ -31,6 +31,7 @@ pub(crate) mod dialect {
         begin_rollup: "BEGIN IMMEDIATE",
         try_lock: None,
         id_list,
+        raw_runs: "g JOIN runs r ON r.claimed_at >= g.lo AND r.claimed_at < g.hi",
     };
 
     /// `unixepoch` reads the RFC 3339 text (fraction and `+00:00` included); SQLite ≥ 3.38.
