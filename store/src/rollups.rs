@@ -210,8 +210,10 @@ fn overview_counts_sql(
     let b = buf.arg(Value::I64(bucket_secs));
     let sql = format!(
         "{with}SELECT x.sb, x.state, x.error, x.safety, CAST(SUM(x.n) AS BIGINT), MIN(x.computed_at) FROM ( \
-           SELECT (ro.bucket * {BUCKET_SECS}) / {b} AS sb, ro.state, ro.error, ro.safety, ro.runs AS n, b.computed_at \
+           SELECT (ro.bucket * {BUCKET_SECS}) / {b} AS sb, ro.state, ro.error, ro.safety, SUM(ro.runs) AS n, \
+                  MIN(b.computed_at) AS computed_at \
              FROM run_rollups ro, run_rollup_buckets b WHERE {rows} \
+             GROUP BY (ro.bucket * {BUCKET_SECS}) / {b}, ro.state, ro.error, ro.safety \
            UNION ALL \
            SELECT y.sb, y.state, y.error, y.safety, COUNT(*), NULL FROM ( \
              SELECT {sb} AS sb, {state} AS state, r.error, {LOST_LEASE_SAFETY} AS safety FROM {raw}) y \
@@ -336,8 +338,9 @@ fn facets_sql(d: &Dialect, w: &Window, now: DateTime<Utc>, tokens: &Tokens) -> S
     let failure = queries::any_of(Cause::ALL.iter().map(|c| queries::cause_predicate(d, *c)));
     let sql = format!(
         "{with}SELECT x.state, x.error, CAST(SUM(x.n) AS BIGINT), MIN(x.computed_at) FROM ( \
-           SELECT ro.state, ro.error, ro.runs AS n, b.computed_at FROM run_rollups ro, run_rollup_buckets b \
-             WHERE {rows} AND ro.state IN {FAILURE_STATES} \
+           SELECT ro.state, ro.error, SUM(ro.runs) AS n, MIN(b.computed_at) AS computed_at \
+             FROM run_rollups ro, run_rollup_buckets b WHERE {rows} AND ro.state IN {FAILURE_STATES} \
+             GROUP BY ro.state, ro.error \
            UNION ALL \
            SELECT y.state, y.error, COUNT(*), NULL FROM ( \
              SELECT {state} AS state, r.error FROM {raw} WHERE {failure}) y GROUP BY y.state, y.error \
@@ -420,8 +423,9 @@ fn workers_sql(d: &Dialect, w: &Window, now: DateTime<Utc>, tokens: &Tokens) -> 
     let sql = format!(
         "{with}SELECT x.worker, CAST(SUM(x.runs) AS BIGINT), CAST(SUM(x.failures) AS BIGINT), MAX(x.last_claim), \
            MAX(x.last_hb) FROM ( \
-           SELECT ro.worker, ro.runs, ro.failures, ro.last_claim_at AS last_claim, ro.last_heartbeat_at AS last_hb \
-             FROM worker_rollups ro, run_rollup_buckets b WHERE {rows} \
+           SELECT ro.worker, SUM(ro.runs) AS runs, SUM(ro.failures) AS failures, MAX(ro.last_claim_at) AS last_claim, \
+                  MAX(ro.last_heartbeat_at) AS last_hb \
+             FROM worker_rollups ro, run_rollup_buckets b WHERE {rows} GROUP BY ro.worker \
            UNION ALL \
            SELECT r.worker, COUNT(*), COUNT(CASE WHEN ({state}) IN {FAILURE_STATES} THEN 1 END), MAX(r.claimed_at), \
                   MAX(r.heartbeat_at) FROM {raw} GROUP BY r.worker \
