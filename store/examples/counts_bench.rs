@@ -30,8 +30,8 @@ const LOAD: &[&str] = &[
            FROM generate_series(1, $1::int) g) x",
     "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at, heartbeat_at, finished_at,
                        output, error, completion_rows)
-     SELECT CASE WHEN n % 20 = 1 THEN n - 1 ELSE n END, 'worker-' || lpad((n % 200)::text, 3, '0'),
-            CASE WHEN n % 20 = 1 THEN 2 ELSE 1 END, c,
+     SELECT CASE WHEN n % 20 = 1 AND n > 1 THEN n - 1 ELSE n END, 'worker-' || lpad((n % 200)::text, 3, '0'),
+            CASE WHEN n % 20 = 1 AND n > 1 THEN 2 ELSE 1 END, c,
             c + interval '30 seconds', c + interval '5 seconds',
             CASE WHEN k = 8 THEN NULL ELSE c + interval '8 seconds' END,
             CASE WHEN k BETWEEN 0 AND 6 OR k = 8 THEN NULL WHEN k = 7 THEN '' WHEN k BETWEEN 11 AND 40 THEN 'no action needed'

@@ -375,6 +375,9 @@ fn capped_facets_sql(d: &Dialect, filter: &RunFilter, now: DateTime<Utc>, tokens
     buf
 }
 
+/// `(state, error, runs, computed_at)`; a null state carries only the freshness.
+type FacetRow = (Option<String>, Option<String>, i64, Option<DateTime<Utc>>);
+
 type CappedRow = (i64, i64, i64, i64, i64, i64, i64, i64);
 
 /// Failure counts per cause for `filter` (its own states and causes ignored): from rollups for
@@ -402,7 +405,7 @@ pub(crate) async fn cause_facets(
     }
     let w = Window::new(filter.since, filter.until, now);
     let buf = facets_sql(d, &w, now, tokens);
-    let rows: Vec<(Option<String>, Option<String>, i64, Option<DateTime<Utc>>)> =
+    let rows: Vec<FacetRow> =
         on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
     let mut counted_at = None;
     let mut state_rows = Vec::new();

@@ -1089,6 +1089,38 @@ async fn concurrent_refreshes_leave_the_same_correct_rows(db: Db) {
     assert_rollups_agree(a.as_ref(), end, "after concurrent refreshes").await;
 }
 
+/// PostgreSQL: a change whose id is lower than one already read, committed later (ids commit
+/// out of order), still reaches the rollups — the cursor waits for the open transaction.
+#[tokio::test]
+async fn postgres_late_commits_reach_the_rollups() {
+    let Some(db) = lastword_store::testing::postgres("postgres_late_commits_reach_the_rollups").await else {
+        return;
+    };
+    let Db::Postgres(pool) = &db else { unreachable!("a PostgreSQL database") };
+    let s = store(db.clone());
+    let now = t0();
+    let (lapsed, _, _) = rollup_history(&db, now).await;
+    refresh_fully(s.as_ref(), now).await;
+    // A transaction finishes a run of an old bucket and stays open…
+    let mut late = pool.begin().await.unwrap();
+    sqlx::query("UPDATE runs SET finished_at = $1, completion_rows = 1, output = 'late' WHERE id = $2")
+        .bind(now)
+        .bind(lapsed)
+        .execute(&mut *late)
+        .await
+        .unwrap();
+    // …while a later change, to a run of another old bucket, commits and is read.
+    let oldest = scalar(&db, "SELECT MIN(id) FROM runs", &[]).await;
+    exec(&db, "UPDATE runs SET output = 'edited' WHERE id = $1", &[oldest.into()]).await;
+    for _ in 0..3 {
+        s.refresh_rollups(now).await.unwrap();
+    }
+    late.commit().await.unwrap();
+    s.refresh_rollups(now).await.unwrap();
+    assert_rollups_agree(s.as_ref(), now, "after a late commit").await;
+    lastword_store::testing::discard_postgres(db).await;
+}
+
 lastword_store::on_every_backend!(
     migrations_leave_the_store_ready,
     totals_count_rows,
