@@ -39,6 +39,16 @@ pub struct RunPage {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CauseFacets {
     pub counts: Vec<(Cause, i64)>,
+    /// When part of the counts came from rollups: the oldest moment those parts were computed
+    /// at (every change committed before it is counted; later changes to past runs show within
+    /// a refresh, ~2 s). Absent when everything was counted at request time, and from older
+    /// servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_at: Option<DateTime<Utc>>,
+    /// Causes whose count reached the cap of a filter the rollups cannot answer (text, kind,
+    /// source, task, worker): the count is a lower bound, shown as "10 000+".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capped: Vec<Cause>,
 }
 
 /// Counts over a time window for the overview.
@@ -51,6 +61,9 @@ pub struct Overview {
     /// Runs per time bucket and state, oldest bucket first, for the small chart.
     pub series: Vec<Bucket>,
     pub attention: Attention,
+    /// How fresh the parts that came from rollups are (see [`CauseFacets::counted_at`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,6 +9,7 @@ pub mod events;
 pub mod health;
 pub mod live;
 pub mod metrics;
+pub mod rollups;
 pub mod routes;
 pub mod serve;
 pub mod state;

@@ -33,6 +33,8 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
     // One database watcher for the whole process, fanned out to every browser (docs/live.md).
     let live = state.live.clone();
     live.ensure_started();
+    // Keeps the counting pages cheap on a long history (docs/counts.md).
+    let rollups = crate::rollups::spawn(store.clone());
     let app = crate::router(state);
 
     // The demo fleet stops when the server does.
@@ -68,6 +70,7 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
         .await
         .context("server error")?;
     live.shutdown().await;
+    rollups.abort();
     if let Some(sweeper) = sweeper {
         sweeper.abort();
     }

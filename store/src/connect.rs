@@ -113,6 +113,10 @@ impl Db {
                 let options = PgConnectOptions::from_str(url)
                     .map_err(|e| StoreError::Config(format!("DATABASE_URL: {e}")))?
                     .application_name("lastword")
+                    // The dashboard's statements are short index lookups whose row estimates can
+                    // be far off (ranges bound at run time); JIT compiling them cost 0.6 s a
+                    // statement in the counts benchmark (docs/counts.md) and never pays back.
+                    .options([("jit", "off")])
                     .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_millis(500));
                 let pool = PgPoolOptions::new()
                     .max_connections(16)

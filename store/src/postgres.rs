@@ -24,10 +24,27 @@ pub(crate) mod dialect {
         bucket,
         begin_write: "BEGIN",
         for_update: " FOR UPDATE",
+        bucket_start,
+        // One snapshot for the bucket's statements; a concurrent recomputation of the same
+        // bucket then fails on the bookkeeping row instead of leaving duplicate counts.
+        begin_rollup: "BEGIN ISOLATION LEVEL REPEATABLE READ",
+        try_lock: Some("SELECT pg_try_advisory_xact_lock($1, $2)"),
+        id_list,
+        // Each range of `g` an index range scan of its own (`OFFSET 0` keeps the planner from
+        // merging the subquery and filtering every failure in history by the ranges instead).
+        raw_runs: "g CROSS JOIN LATERAL (SELECT * FROM runs r WHERE r.claimed_at >= g.lo AND r.claimed_at < g.hi OFFSET 0) r",
     };
 
     fn bucket(param: &str) -> String {
         format!("floor(extract(epoch from r.claimed_at) / {param})::bigint")
+    }
+
+    fn bucket_start(arg: &str) -> String {
+        format!("to_timestamp(({arg}) * {})", crate::rollups::BUCKET_SECS)
+    }
+
+    fn id_list(arg: &str) -> String {
+        format!("(SELECT value::bigint FROM json_array_elements_text(({arg})::json))")
     }
 }
 

@@ -15,7 +15,11 @@
 //! - Effects go with their run (`ON DELETE CASCADE`, the outbox row is history too).
 //!
 //! Deletes log nothing in `change_log` (its triggers fire on insert and update), so open pages
-//! are not woken by a prune; they see the smaller history at their next refetch.
+//! are not woken by a prune, and the count rollups (docs/counts.md) would not notice: the last
+//! phase therefore forgets the rollups of every bucket before the cutoff (the maintainer
+//! recounts those that still hold runs, as for any missing bucket) and the double-execution
+//! flags of deleted tasks and runs. Those tables are the dashboard's own; no runner waits on
+//! them.
 
 use crate::{Db, StoreError};
 use chrono::{DateTime, Utc};
@@ -61,6 +65,17 @@ const TASKS_SQL: &str = "DELETE FROM tasks WHERE id IN (
           AND NOT EXISTS (SELECT 1 FROM operator_actions a WHERE a.task_id = t.id)
         ORDER BY t.updated_at, t.id LIMIT $2)";
 
+/// The rollups of the buckets before the cutoff's (`$1`, a bucket number): unbounded
+/// statements, on tables no runner touches.
+const ROLLUP_SQL: [&str; 3] = [
+    "DELETE FROM run_rollups WHERE bucket < $1",
+    "DELETE FROM worker_rollups WHERE bucket < $1",
+    "DELETE FROM run_rollup_buckets WHERE bucket < $1",
+];
+/// The double-execution flags of deleted runs (activity before the cutoff, `$1`) and tasks.
+const FLAGS_SQL: &str = "DELETE FROM double_executions WHERE active_at < $1 \
+    OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = double_executions.task_id)";
+
 async fn delete_batch(db: &Db, sql: &str, cutoff: DateTime<Utc>, batch: i64) -> Result<u64, StoreError> {
     Ok(match db {
         Db::Postgres(p) => sqlx::query(sql).bind(cutoff).bind(batch).execute(p).await?.rows_affected(),
@@ -94,5 +109,16 @@ pub async fn prune(
             tokio::time::sleep(options.pause).await;
         }
     }
+    let bucket = cutoff.timestamp().div_euclid(crate::BUCKET_SECS);
+    for sql in ROLLUP_SQL {
+        match db {
+            Db::Postgres(p) => sqlx::query(sql).bind(bucket).execute(p).await?,
+            Db::Sqlite(p) => sqlx::query(sql).bind(bucket).execute(p).await?,
+        };
+    }
+    match db {
+        Db::Postgres(p) => sqlx::query(FLAGS_SQL).bind(cutoff).execute(p).await?,
+        Db::Sqlite(p) => sqlx::query(FLAGS_SQL).bind(cutoff).execute(p).await?,
+    };
     Ok(report)
 }

@@ -33,6 +33,18 @@ pub(crate) struct Dialect {
     /// Row locks for the rows an action reads before it writes them (PostgreSQL only; SQLite's
     /// write lock already covers the database).
     pub for_update: &'static str,
+    /// The start of rollup bucket number `arg` (see `crate::rollups`), as a value that compares
+    /// with `runs.claimed_at` like time does.
+    pub bucket_start: fn(&str) -> String,
+    /// How a rollup bucket's recomputation begins: one snapshot for all its statements.
+    pub begin_rollup: &'static str,
+    /// A statement taking a transaction-scoped advisory lock on `($1, $2)` without waiting,
+    /// answering true when it got it (PostgreSQL; SQLite's write lock already serialises).
+    pub try_lock: Option<&'static str>,
+    /// `arg` (a JSON array of integers, as text) as a set to use after `IN`.
+    pub id_list: fn(&str) -> String,
+    /// `runs r` restricted to the `claimed_at` ranges `[lo, hi)` of a CTE `g`, as index ranges.
+    pub raw_runs: &'static str,
 }
 
 /// A bound value of a dynamically built query.
@@ -137,11 +149,29 @@ pub(crate) fn cause_predicate(d: &Dialect, cause: Cause) -> String {
 /// lease whose discarded output is an action. Both reduce to "finished, no error, an output
 /// that is neither blank nor a token", whatever `completion_rows` says.
 pub(crate) fn acted_predicate(d: &Dialect) -> String {
-    let out = d.trimmed_output;
-    format!("r.finished_at IS NOT NULL AND r.error IS NULL AND {out} <> '' AND {out} <> $2 AND {out} <> $3")
+    acted_predicate_with(d, "$2", "$3")
 }
 
-fn any_of(preds: impl IntoIterator<Item = String>) -> String {
+/// [`acted_predicate`] with the tokens in other placeholders.
+pub(crate) fn acted_predicate_with(d: &Dialect, no_action: &str, skip: &str) -> String {
+    let out = d.trimmed_output;
+    format!(
+        "r.finished_at IS NOT NULL AND r.error IS NULL AND {out} <> '' AND {out} <> {no_action} AND {out} <> {skip}"
+    )
+}
+
+/// The unsafe tasks executed twice and not compensated, over `tasks t`, as
+/// `lastword_core::needs_compensation` decides (tokens in `$2`/`$3`, via [`acted_predicate`]).
+pub(crate) fn needs_compensation_predicate(d: &Dialect) -> String {
+    format!(
+        "t.safety = 'unsafe' AND t.compensated_at IS NULL \
+         AND ((SELECT COUNT(DISTINCT e.lease_epoch) FROM effects e WHERE e.task_id = t.id) >= 2 \
+              OR (SELECT COUNT(*) FROM runs r WHERE r.task_id = t.id AND {}) >= 2)",
+        acted_predicate(d)
+    )
+}
+
+pub(crate) fn any_of(preds: impl IntoIterator<Item = String>) -> String {
     let parts: Vec<String> = preds.into_iter().map(|p| format!("({p})")).collect();
     format!("({})", parts.join(" OR "))
 }
@@ -161,12 +191,17 @@ pub(crate) fn like_pattern(q: &str) -> String {
 }
 
 /// Whether the filter needs `tasks t` joined.
-fn needs_task_join(filter: &RunFilter) -> bool {
+pub(crate) fn needs_task_join(filter: &RunFilter) -> bool {
     filter.kind.is_some() || filter.source.is_some()
 }
 
 /// The filter's conditions (AND-ed), with or without its state and cause selections.
-fn filter_conditions(d: &Dialect, buf: &mut SqlBuf, filter: &RunFilter, with_states: bool) -> Vec<String> {
+pub(crate) fn filter_conditions(
+    d: &Dialect,
+    buf: &mut SqlBuf,
+    filter: &RunFilter,
+    with_states: bool,
+) -> Vec<String> {
     let mut conds = Vec::new();
     if let Some(w) = &filter.worker {
         conds.push(format!("r.worker = {}", buf.arg(Value::Text(w.clone()))));
@@ -204,7 +239,7 @@ fn filter_conditions(d: &Dialect, buf: &mut SqlBuf, filter: &RunFilter, with_sta
     conds
 }
 
-fn where_clause(conds: &[String]) -> String {
+pub(crate) fn where_clause(conds: &[String]) -> String {
     if conds.is_empty() {
         String::new()
     } else {
@@ -324,17 +359,15 @@ pub(crate) fn attention(
     let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
     let lost = state_predicate(d, RunState::LostLease);
     let silent = state_predicate(d, RunState::Silent);
-    let acted = acted_predicate(d);
+    let needs = needs_compensation_predicate(d);
     let sql = format!(
         "SELECT \
            (SELECT COUNT(*) FROM runs r JOIN tasks t ON t.id = r.task_id \
              WHERE r.claimed_at >= {s} AND r.claimed_at < {u} AND t.safety = 'unsafe' AND {lost}), \
            (SELECT COUNT(*) FROM tasks t \
-             WHERE t.safety = 'unsafe' AND t.compensated_at IS NULL \
-               AND t.id IN (SELECT r.task_id FROM runs r WHERE r.claimed_at >= {s} AND r.claimed_at < {u} \
+             WHERE t.id IN (SELECT r.task_id FROM runs r WHERE r.claimed_at >= {s} AND r.claimed_at < {u} \
                             UNION SELECT e.task_id FROM effects e WHERE e.created_at >= {s} AND e.created_at < {u}) \
-               AND ((SELECT COUNT(DISTINCT e.lease_epoch) FROM effects e WHERE e.task_id = t.id) >= 2 \
-                    OR (SELECT COUNT(*) FROM runs r WHERE r.task_id = t.id AND {acted}) >= 2)), \
+               AND {needs}), \
            (SELECT COUNT(*) FROM runs r WHERE r.claimed_at >= {s} AND r.claimed_at < {u} AND {silent}), \
            (SELECT COUNT(*) FROM tasks t WHERE t.status = 'dead' AND t.updated_at >= {s} AND t.updated_at < {u})"
     );

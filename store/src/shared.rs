@@ -162,11 +162,7 @@ macro_rules! impl_store {
                 filter: &lastword_core::RunFilter,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<lastword_core::CauseFacets, $crate::StoreError> {
-                let buf = $crate::queries::cause_facets(&dialect::DIALECT, filter, now, &self.tokens);
-                let query = sqlx::query_as::<_, $crate::queries::StateErrorCount>(&buf.sql);
-                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
-                let (_, counts) = $crate::queries::fold_state_error_counts(&rows);
-                Ok(lastword_core::CauseFacets { counts })
+                $crate::rollups::cause_facets(&self.db, &self.tokens, filter, now).await
             }
 
             #[tracing::instrument(skip(self), err)]
@@ -177,35 +173,7 @@ macro_rules! impl_store {
                 bucket: chrono::Duration,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<lastword_core::Overview, $crate::StoreError> {
-                let d = &dialect::DIALECT;
-                let buf = $crate::queries::overview_counts(d, since, until, now, &self.tokens);
-                let query = sqlx::query_as::<_, $crate::queries::StateErrorCount>(&buf.sql);
-                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
-                let (by_state, by_cause) = $crate::queries::fold_state_error_counts(&rows);
-
-                let bucket_secs = bucket.num_seconds().max(1);
-                let buf = $crate::queries::overview_series(d, since, until, bucket_secs, now, &self.tokens);
-                let query = sqlx::query_as::<_, (i64, String, i64)>(&buf.sql);
-                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
-                let series = $crate::queries::fold_series(&rows, since, until, bucket_secs);
-
-                let buf = $crate::queries::attention(d, since, until, now, &self.tokens);
-                let query = sqlx::query_as::<_, (i64, i64, i64, i64)>(&buf.sql);
-                let (unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks) =
-                    $crate::queries::bind_values!(query, &buf.args).fetch_one(&self.pool).await?;
-                Ok(lastword_core::Overview {
-                    since: Some(since),
-                    until: Some(until),
-                    by_state,
-                    by_cause,
-                    series,
-                    attention: lastword_core::Attention {
-                        unsafe_lost_leases,
-                        needs_compensation,
-                        silent_runs,
-                        dead_tasks,
-                    },
-                })
+                $crate::rollups::overview(&self.db, &self.tokens, since, until, bucket, now).await
             }
 
             #[tracing::instrument(skip(self), err)]
@@ -214,12 +182,15 @@ macro_rules! impl_store {
                 since: chrono::DateTime<chrono::Utc>,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Vec<lastword_core::WorkerSummary>, $crate::StoreError> {
-                let buf = $crate::queries::worker_activity(&dialect::DIALECT, since, now, &self.tokens);
-                let query = sqlx::query_as::<_, $crate::queries::ActivityRow>(&buf.sql);
-                let activity = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
-                let leases: Vec<$crate::queries::LeaseRow> =
-                    sqlx::query_as($crate::queries::HELD_LEASES).fetch_all(&self.pool).await?;
-                Ok($crate::queries::fold_workers(activity, leases, now))
+                $crate::rollups::workers(&self.db, &self.tokens, since, now).await
+            }
+
+            #[tracing::instrument(skip(self), err)]
+            async fn refresh_rollups(
+                &self,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<$crate::RollupReport, $crate::StoreError> {
+                $crate::rollups::refresh(&self.db, &self.tokens, now).await
             }
 
             #[tracing::instrument(skip(self), err)]

@@ -264,6 +264,11 @@ impl Store for SharedReads {
         self.shared(&self.caches.workers, "workers", (since, now), || self.reads.workers(since, now)).await
     }
 
+    async fn refresh_rollups(&self, now: DateTime<Utc>) -> Result<crate::RollupReport, StoreError> {
+        // Maintenance writes, on the primary; the shared answers move on with the version.
+        self.inner.refresh_rollups(now).await
+    }
+
     async fn timeline(
         &self,
         since: DateTime<Utc>,

@@ -26,11 +26,27 @@ pub(crate) mod dialect {
         bucket,
         begin_write: "BEGIN IMMEDIATE",
         for_update: "",
+        bucket_start,
+        // The write lock up front: nothing else commits while the bucket is counted.
+        begin_rollup: "BEGIN IMMEDIATE",
+        try_lock: None,
+        id_list,
+        raw_runs: "g JOIN runs r ON r.claimed_at >= g.lo AND r.claimed_at < g.hi",
     };
 
     /// `unixepoch` reads the RFC 3339 text (fraction and `+00:00` included); SQLite ≥ 3.38.
     fn bucket(param: &str) -> String {
         format!("(unixepoch(r.claimed_at) / {param})")
+    }
+
+    /// In exactly the text form sqlx writes a whole-second time in (`…T08:15:00+00:00`), so
+    /// it compares with `claimed_at` as time does.
+    fn bucket_start(arg: &str) -> String {
+        format!("strftime('%Y-%m-%dT%H:%M:%S+00:00', ({arg}) * {}, 'unixepoch')", crate::rollups::BUCKET_SECS)
+    }
+
+    fn id_list(arg: &str) -> String {
+        format!("(SELECT value FROM json_each({arg}))")
     }
 }
 

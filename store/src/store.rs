@@ -67,10 +67,13 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<RunPage, StoreError>;
     /// Failure runs per cause for `filter` with its own `states` and `causes` ignored: what each
     /// cause checkbox would give. Every cause is listed, in `Cause::ALL` order, zeros included.
+    /// Filters by time use the rollups; others count at most `FACET_CAP` runs per cause and
+    /// list the causes that reached it in `capped`.
     async fn cause_facets(&self, filter: &RunFilter, now: DateTime<Utc>) -> Result<CauseFacets, StoreError>;
     /// Counts per state and per cause of the runs claimed in `[since, until)`, a series of
     /// `bucket`-long buckets aligned to the Unix epoch (whole seconds, at least one), and what
-    /// needs attention in that window.
+    /// needs attention in that window. Past quarter-hours come from the rollups (see
+    /// [`Store::refresh_rollups`]); `counted_at` says how fresh they are.
     async fn overview(
         &self,
         since: DateTime<Utc>,
@@ -84,6 +87,10 @@ pub trait Store: Send + Sync + 'static {
         since: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<WorkerSummary>, StoreError>;
+    /// One round of keeping the count rollups up to date (`crate::rollups`): the buckets
+    /// changes touched, then a bounded number of missing or stale ones. Called every couple of
+    /// seconds by `lastword serve`; idempotent, and safe from several servers at once.
+    async fn refresh_rollups(&self, now: DateTime<Utc>) -> Result<crate::RollupReport, StoreError>;
     /// Runs whose bar overlaps `[since, until]` (an unfinished run lasts until its lease
     /// expiry), the newest 5000 at most, ordered by worker then claim.
     async fn timeline(

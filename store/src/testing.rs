@@ -141,6 +141,59 @@ pub async fn insert_task(db: &Db, kind: &str, safety: &str, now: chrono::DateTim
     .await
 }
 
+/// The overview counted from history alone, with the queries that predate the rollups: the
+/// oracle the rollup-backed [`Store::overview`](crate::Store::overview) must equal.
+pub async fn raw_overview(
+    db: &Db,
+    tokens: &lastword_core::Tokens,
+    since: chrono::DateTime<chrono::Utc>,
+    until: chrono::DateTime<chrono::Utc>,
+    bucket: chrono::Duration,
+    now: chrono::DateTime<chrono::Utc>,
+) -> lastword_core::Overview {
+    crate::rollups::raw_overview(db, tokens, since, until, bucket, now).await.expect("raw overview")
+}
+
+/// The cause facets counted from history alone, uncapped (the oracle).
+pub async fn raw_cause_facets(
+    db: &Db,
+    tokens: &lastword_core::Tokens,
+    filter: &lastword_core::RunFilter,
+    now: chrono::DateTime<chrono::Utc>,
+) -> lastword_core::CauseFacets {
+    crate::rollups::raw_cause_facets(db, tokens, filter, now).await.expect("raw facets")
+}
+
+/// The workers page counted from history alone (the oracle).
+pub async fn raw_workers(
+    db: &Db,
+    tokens: &lastword_core::Tokens,
+    since: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<lastword_core::WorkerSummary> {
+    crate::rollups::raw_workers(db, tokens, since, now).await.expect("raw workers")
+}
+
+/// `EXPLAIN (ANALYZE, BUFFERS)` of each statement behind the counting pages at `now`
+/// (PostgreSQL; empty on SQLite), named: what the benchmark prints as proof of its plans.
+pub async fn explain_hot_queries(
+    db: &Db,
+    tokens: &lastword_core::Tokens,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<(String, String)> {
+    let Db::Postgres(pool) = db else { return Vec::new() };
+    let mut out = Vec::new();
+    for (name, buf) in crate::rollups::hot_queries(db, tokens, now) {
+        let sql = format!("EXPLAIN (ANALYZE, BUFFERS) {}", buf.sql);
+        let lines: Vec<String> = crate::queries::bind_values!(sqlx::query_scalar(&sql), &buf.args)
+            .fetch_all(pool)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        out.push((name, lines.join("\n")));
+    }
+    out
+}
+
 /// Closes a test's PostgreSQL pool and drops its `lastword_t_*` database, so a test run leaves
 /// the shared server as it found it.
 pub async fn discard_postgres(db: Db) {

@@ -7,7 +7,7 @@ use lastword_core::{
     run_state, Attention, Cause, Cursor, HeldLease, PageRequest, RunFacts, RunFilter, RunListItem, RunState,
     Source, Tokens,
 };
-use lastword_store::testing::{exec, insert_task, scalar, Arg};
+use lastword_store::testing::{exec, insert_task, raw_cause_facets, raw_overview, raw_workers, scalar, Arg};
 use lastword_store::{store_for, Db, Store};
 use std::sync::Arc;
 
@@ -804,6 +804,323 @@ async fn task_detail_assembles_the_story(db: Db) {
     assert!(s.task_detail(task + 1000, now).await.unwrap().is_none());
 }
 
+// ---- Rollups: the counting pages read past quarter-hours from rollups (store/src/rollups.rs);
+// whatever the rollups' state, every answer equals counting history (the pre-rollup queries,
+// kept as the oracle in `lastword_store::testing`).
+
+/// The windows, buckets and filters the pages and the API use, plus edges inside quarter-hours.
+async fn assert_rollups_agree(s: &dyn Store, now: DateTime<Utc>, what: &str) {
+    let db = s.db();
+    let tokens = s.tokens().clone();
+    let m = Duration::minutes;
+    let windows = [
+        (now - Duration::hours(1), now, m(2)),
+        (now - Duration::hours(6), now, m(15)),
+        (now - Duration::hours(24), now, m(30)),
+        (now - Duration::hours(24), now, Duration::hours(1)),
+        (now - Duration::days(7), now, Duration::hours(6)),
+        // Partial quarter-hours at both ends, a window in the past, one inside a bucket.
+        (now - Duration::hours(5) - m(7), now - Duration::hours(1) - m(3), m(30)),
+        (now - Duration::hours(5) - m(7), now - Duration::hours(1) - m(3), m(10)),
+        (now - Duration::hours(3) + Duration::seconds(1), now - Duration::hours(3) + m(4), m(15)),
+    ];
+    for (since, until, bucket) in windows {
+        let mut got = s.overview(since, until, bucket, now).await.unwrap();
+        let want = raw_overview(db, &tokens, since, until, bucket, now).await;
+        assert!(got.counted_at.is_none_or(|c| c <= now), "{what}: counted_at {:?}", got.counted_at);
+        got.counted_at = want.counted_at;
+        assert_eq!(got, want, "{what}: overview [{since}, {until}) by {bucket}");
+    }
+    let filters = [
+        RunFilter::default(),
+        RunFilter { since: Some(now - Duration::hours(24)), ..RunFilter::default() },
+        RunFilter {
+            since: Some(now - Duration::hours(4) - m(1)),
+            until: Some(now - m(50)),
+            ..RunFilter::default()
+        },
+        RunFilter {
+            until: Some(now - Duration::hours(2) + m(5)),
+            states: vec![RunState::Acted],
+            ..RunFilter::default()
+        },
+        // Dimensions the rollups do not have: counted from runs (capped, far above these).
+        RunFilter { worker: Some("w2".into()), ..RunFilter::default() },
+        RunFilter {
+            kind: Some("charge".into()),
+            since: Some(now - Duration::hours(3)),
+            ..RunFilter::default()
+        },
+    ];
+    for filter in filters {
+        let mut got = s.cause_facets(&filter, now).await.unwrap();
+        let want = raw_cause_facets(db, &tokens, &filter, now).await;
+        assert!(got.capped.is_empty(), "{what}: nothing reaches the cap");
+        got.counted_at = want.counted_at;
+        assert_eq!(got, want, "{what}: facets {filter:?}");
+    }
+    for since in [now - Duration::hours(1), now - Duration::hours(5) - m(7), now - Duration::days(7)] {
+        assert_eq!(
+            s.workers(since, now).await.unwrap(),
+            raw_workers(db, &tokens, since, now).await,
+            "{what}: workers since {since}"
+        );
+    }
+}
+
+/// Refreshes until nothing is left to do; returns the buckets recomputed.
+async fn refresh_fully(s: &dyn Store, now: DateTime<Utc>) -> usize {
+    let mut recomputed = 0;
+    for _ in 0..100 {
+        let report = s.refresh_rollups(now).await.unwrap();
+        recomputed += report.recomputed;
+        if !report.has_more() {
+            return recomputed;
+        }
+    }
+    panic!("the rollups never caught up");
+}
+
+/// Eight hours of runs of every kind, seven minutes apart, on three workers; unsafe lost leases,
+/// one double execution of an unsafe task with effects under two epochs, a dead task, and long
+/// unfinished runs in past buckets.
+/// Returns (an unfinished run 3 h ago whose lease lapsed, a run 2 h ago whose lease is live
+/// for 5 more minutes, the double-executed task).
+async fn rollup_history(db: &Db, now: DateTime<Utc>) -> (i64, i64, i64) {
+    let task = new_task(db, "reply", "notification", "idempotent", now - Duration::hours(9)).await;
+    let safe = new_task(db, "charge", "tick", "idempotent", now - Duration::hours(9)).await;
+    let workers = ["w1", "w2", "w3"];
+    for i in 0..70_i64 {
+        let claimed = now - Duration::minutes(7 * i) - Duration::seconds(13);
+        let (t, epoch) = match (i % 2, i % 9) {
+            // Lost leases of unsafe tasks that ran once (need attention, no double execution).
+            (0, 2) => (new_task(db, "reply", "notification", "unsafe", claimed).await, 1),
+            (0, _) => (task, 100 + i),
+            _ => (safe, 100 + i),
+        };
+        let base = RunRow {
+            heartbeat: Some(claimed + Duration::seconds(2)),
+            ..RunRow::new(t, epoch, workers[(i % 3) as usize], claimed)
+        };
+        let row = match i % 9 {
+            0 => base.failed("timeout"),
+            1 => base.failed("api_error"),
+            2 => base.lost(),
+            3 => base.output(Some("  ")),
+            4 => base.output(Some("skip")),
+            5 => base.output(Some("no action needed")),
+            6 => base.failed("other"),
+            _ => base,
+        };
+        row.insert(db).await;
+    }
+    let lapsed = RunRow::new(task, 1, "w2", now - Duration::hours(3))
+        .unfinished(now - Duration::hours(3) + Duration::minutes(1));
+    let lapsed = lapsed.insert(db).await;
+    let live = RunRow::new(safe, 1, "w3", now - Duration::hours(2)).unfinished(now + Duration::minutes(5));
+    let live = live.insert(db).await;
+    // An unsafe task executed twice (a lost lease that acted, then the accepted re-run), with
+    // effects under both epochs.
+    let twice = new_task(db, "reply", "notification", "unsafe", now - Duration::hours(4)).await;
+    let r1 = RunRow::new(twice, 1, "w1", now - Duration::hours(4)).lost().insert(db).await;
+    let r2 = RunRow::new(twice, 2, "w2", now - Duration::hours(4) + Duration::minutes(20)).insert(db).await;
+    add_effect(db, r1, twice, 1, now - Duration::hours(4)).await;
+    add_effect(db, r2, twice, 2, now - Duration::hours(4) + Duration::minutes(21)).await;
+    exec(
+        db,
+        "UPDATE tasks SET status = 'dead', updated_at = $1 WHERE id = $2",
+        &[(now - Duration::hours(2)).into(), safe.into()],
+    )
+    .await;
+    (lapsed, live, twice)
+}
+
+async fn rollups_agree_with_history_as_it_changes(db: Db) {
+    let s = store(db.clone());
+    let now = t0();
+    let (lapsed, live, twice) = rollup_history(&db, now).await;
+    // Nothing rolled up yet: everything is counted from runs.
+    assert_rollups_agree(s.as_ref(), now, "before any refresh").await;
+
+    // Backfill: every closed quarter-hour since the oldest claim, none of the open one.
+    let refreshed = now - Duration::seconds(2);
+    assert!(refresh_fully(s.as_ref(), refreshed).await >= 32, "eight hours of buckets");
+    let open = now.timestamp().div_euclid(lastword_store::BUCKET_SECS);
+    assert_eq!(
+        scalar(&db, "SELECT COUNT(*) FROM run_rollup_buckets WHERE bucket >= $1", &[open.into()]).await,
+        0
+    );
+    let o = s.overview(now - Duration::hours(24), now, Duration::hours(1), now).await.unwrap();
+    assert_eq!(o.counted_at, Some(refreshed), "the past came from the rollups");
+    assert_eq!(o.attention.needs_compensation, 1);
+    assert_rollups_agree(s.as_ref(), now, "after the backfill").await;
+
+    // A run in an old bucket finishes late: its bucket is out of date until the next refresh.
+    exec(
+        &db,
+        "UPDATE runs SET finished_at = $1, completion_rows = 1, output = 'sent reply' WHERE id = $2",
+        &[now.into(), lapsed.into()],
+    )
+    .await;
+    let window = (now - Duration::hours(6), now, Duration::minutes(15));
+    let stale = s.overview(window.0, window.1, window.2, now).await.unwrap();
+    let raw = raw_overview(&db, s.tokens(), window.0, window.1, window.2, now).await;
+    assert_ne!(stale.by_state, raw.by_state, "the change is not counted before a refresh");
+    let report = s.refresh_rollups(now).await.unwrap();
+    assert!(report.recomputed >= 1 && report.changes >= 1, "{report:?}");
+    assert_rollups_agree(s.as_ref(), now, "after a late finish").await;
+
+    // The double execution is compensated: a task change, re-evaluated by the next refresh.
+    exec(&db, "UPDATE tasks SET compensated_at = $1 WHERE id = $2", &[now.into(), twice.into()]).await;
+    s.refresh_rollups(now).await.unwrap();
+    assert_rollups_agree(s.as_ref(), now, "after a compensation").await;
+    let o = s.overview(now - Duration::hours(24), now, Duration::hours(1), now).await.unwrap();
+    assert_eq!(o.attention.needs_compensation, 0);
+
+    // A lease lapses after its bucket was counted: running → silent with no row changed.
+    let later = now + Duration::minutes(6);
+    assert_eq!(s.run(live, later).await.unwrap().unwrap().state, RunState::Silent);
+    assert_rollups_agree(s.as_ref(), later, "a lease lapsed since the count").await;
+    s.refresh_rollups(later).await.unwrap();
+    assert_rollups_agree(s.as_ref(), later, "recounted after the lapse").await;
+    // A reader whose clock is behind the maintainer's does not use what it counted as silent.
+    assert_rollups_agree(s.as_ref(), now, "a reader behind the maintainer's clock").await;
+
+    // A missing bucket (its bookkeeping row gone, its counts orphaned) is counted from runs,
+    // then backfilled.
+    let mid = (now - Duration::hours(4)).timestamp().div_euclid(lastword_store::BUCKET_SECS);
+    exec(&db, "DELETE FROM run_rollup_buckets WHERE bucket = $1", &[mid.into()]).await;
+    assert_rollups_agree(s.as_ref(), later, "a missing bucket").await;
+    let report = s.refresh_rollups(later).await.unwrap();
+    assert!(report.recomputed >= 1, "{report:?}");
+    assert_eq!(
+        scalar(&db, "SELECT COUNT(*) FROM run_rollup_buckets WHERE bucket = $1", &[mid.into()]).await,
+        1
+    );
+    assert_rollups_agree(s.as_ref(), later, "a backfilled bucket").await;
+
+    // The open quarter-hour is always counted from runs.
+    let current = new_task(&db, "reply", "notification", "unsafe", later).await;
+    RunRow::new(current, 1, "w9", later - Duration::seconds(30)).failed("crash").insert(&db).await;
+    RunRow::new(current, 2, "w9", later - Duration::seconds(20)).lost().insert(&db).await;
+    assert_rollups_agree(s.as_ref(), later, "runs in the open bucket").await;
+    s.refresh_rollups(later).await.unwrap();
+    assert_rollups_agree(s.as_ref(), later, "the open bucket after a refresh").await;
+
+    // Other tokens: no bucket counted with the old ones is used, until recounted.
+    let other = store_for(db.clone(), Tokens { no_action: "skip".into(), skip: "no action needed".into() });
+    assert_rollups_agree(other.as_ref(), later, "new tokens before a refresh").await;
+    refresh_fully(other.as_ref(), later).await;
+    assert_eq!(
+        scalar(&db, "SELECT COUNT(*) FROM run_rollup_buckets WHERE no_action <> 'skip'", &[]).await,
+        0,
+        "every bucket recounted with the new tokens"
+    );
+    assert_rollups_agree(other.as_ref(), later, "new tokens after a refresh").await;
+    assert_rollups_agree(s.as_ref(), later, "the old tokens, no longer rolled up").await;
+}
+
+/// Facets over dimensions the rollups lack count at most `FACET_CAP` runs per cause, and say so.
+async fn facets_without_a_rollup_dimension_are_capped(db: Db) {
+    let s = store(db.clone());
+    let now = t0();
+    let task = new_task(&db, "reply", "notification", "idempotent", now).await;
+    let cap = lastword_store::FACET_CAP;
+    exec(
+        &db,
+        "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at, finished_at, completion_rows, error) \
+         SELECT $1, 'w1', n, $2, $2, $2, 1, 'timeout' FROM (WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < $3) SELECT n FROM k) x",
+        &[task.into(), (now - Duration::minutes(1)).into(), (cap + 5).into()],
+    )
+    .await;
+    RunRow::new(task, cap + 10, "w1", now - Duration::minutes(1)).failed("crash").insert(&db).await;
+    let filter = RunFilter { worker: Some("w1".into()), ..RunFilter::default() };
+    let f = s.cause_facets(&filter, now).await.unwrap();
+    let count = |c: Cause| f.counts.iter().find(|(x, _)| *x == c).unwrap().1;
+    assert_eq!(f.capped, vec![Cause::Timeout]);
+    assert_eq!((count(Cause::Timeout), count(Cause::Crash)), (cap, 1));
+    // The time-only facets are exact however many.
+    let f = s.cause_facets(&RunFilter::default(), now).await.unwrap();
+    assert!(f.capped.is_empty());
+    assert_eq!(f.counts.iter().find(|(x, _)| *x == Cause::Timeout).unwrap().1, cap + 5);
+}
+
+/// Two maintainers refreshing at once while runs change (two dashboard servers): the rows
+/// they leave are those one would, and the answers equal history.
+async fn concurrent_refreshes_leave_the_same_correct_rows(db: Db) {
+    let a = store(db.clone());
+    let b = store(db.clone());
+    let now = t0();
+    let (lapsed, _, _) = rollup_history(&db, now).await;
+    for round in 0..6_i64 {
+        let at = now + Duration::seconds(round);
+        let (ra, rb) = tokio::join!(a.refresh_rollups(at), b.refresh_rollups(at));
+        ra.unwrap();
+        rb.unwrap();
+        if round == 2 {
+            exec(
+                &db,
+                "UPDATE runs SET finished_at = $1, completion_rows = 1, output = 'late' WHERE id = $2",
+                &[at.into(), lapsed.into()],
+            )
+            .await;
+        }
+    }
+    let end = now + Duration::seconds(10);
+    refresh_fully(a.as_ref(), end).await;
+    refresh_fully(b.as_ref(), end).await;
+    assert_eq!(
+        scalar(&db, "SELECT COUNT(*) FROM (SELECT bucket, state, error, safety FROM run_rollups GROUP BY bucket, state, error, safety HAVING COUNT(*) > 1) d", &[]).await,
+        0,
+        "no bucket counted twice"
+    );
+    assert_eq!(
+        scalar(&db, "SELECT COUNT(*) FROM (SELECT bucket, worker FROM worker_rollups GROUP BY bucket, worker HAVING COUNT(*) > 1) d", &[]).await,
+        0
+    );
+    // Each bucket's rows add up to its runs.
+    let rolled = scalar(&db, "SELECT CAST(COALESCE(SUM(runs), 0) AS BIGINT) FROM run_rollups", &[]).await;
+    let open = end.timestamp().div_euclid(lastword_store::BUCKET_SECS);
+    let before_open = Utc.timestamp_opt(open * lastword_store::BUCKET_SECS, 0).unwrap();
+    assert_eq!(
+        rolled,
+        scalar(&db, "SELECT COUNT(*) FROM runs WHERE claimed_at < $1", &[before_open.into()]).await
+    );
+    assert_rollups_agree(a.as_ref(), end, "after concurrent refreshes").await;
+}
+
+/// PostgreSQL: a change whose id is lower than one already read, committed later (ids commit
+/// out of order), still reaches the rollups — the cursor waits for the open transaction.
+#[tokio::test]
+async fn postgres_late_commits_reach_the_rollups() {
+    let Some(db) = lastword_store::testing::postgres("postgres_late_commits_reach_the_rollups").await else {
+        return;
+    };
+    let Db::Postgres(pool) = &db else { unreachable!("a PostgreSQL database") };
+    let s = store(db.clone());
+    let now = t0();
+    let (lapsed, _, _) = rollup_history(&db, now).await;
+    refresh_fully(s.as_ref(), now).await;
+    // A transaction finishes a run of an old bucket and stays open…
+    let mut late = pool.begin().await.unwrap();
+    sqlx::query("UPDATE runs SET finished_at = $1, completion_rows = 1, output = 'late' WHERE id = $2")
+        .bind(now)
+        .bind(lapsed)
+        .execute(&mut *late)
+        .await
+        .unwrap();
+    // …while a later change, to a run of another old bucket, commits and is read.
+    let oldest = scalar(&db, "SELECT MIN(id) FROM runs", &[]).await;
+    exec(&db, "UPDATE runs SET output = 'edited' WHERE id = $1", &[oldest.into()]).await;
+    for _ in 0..3 {
+        s.refresh_rollups(now).await.unwrap();
+    }
+    late.commit().await.unwrap();
+    s.refresh_rollups(now).await.unwrap();
+    assert_rollups_agree(s.as_ref(), now, "after a late commit").await;
+    lastword_store::testing::discard_postgres(db).await;
+}
+
 lastword_store::on_every_backend!(
     migrations_leave_the_store_ready,
     totals_count_rows,
@@ -822,4 +1139,7 @@ lastword_store::on_every_backend!(
     workers_summarise_runs_failures_and_held_leases,
     timeline_returns_runs_overlapping_the_window,
     task_detail_assembles_the_story,
+    rollups_agree_with_history_as_it_changes,
+    facets_without_a_rollup_dimension_are_capped,
+    concurrent_refreshes_leave_the_same_correct_rows,
 );
