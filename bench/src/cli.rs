@@ -21,6 +21,12 @@ pub struct Args {
     #[arg(long)]
     pub keep: bool,
 
+    /// Measure an existing bench database (one kept with --keep) instead of loading a new one;
+    /// it is kept. Its data set's description is read from the database comment the loader
+    /// wrote.
+    #[arg(long, value_name = "lastword_bench_…")]
+    pub reuse_db: Option<String>,
+
     /// The server binary, built by cargo-leptos (`cargo leptos build --release`).
     #[arg(long, default_value = "target/release/lastword")]
     pub server_bin: PathBuf,
@@ -89,6 +95,12 @@ pub struct Args {
 impl Args {
     pub fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.scale > 0.0 && self.scale <= 10.0, "--scale: between 0 (exclusive) and 10");
+        if let Some(name) = &self.reuse_db {
+            anyhow::ensure!(
+                name.starts_with("lastword_bench_"),
+                "--reuse-db: only lastword_bench_* databases"
+            );
+        }
         anyhow::ensure!(self.requests >= 1, "--requests: at least 1");
         anyhow::ensure!(self.clients >= 1, "--clients: at least 1");
         anyhow::ensure!(self.write_clients >= 1, "--write-clients: at least 1");

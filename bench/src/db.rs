@@ -27,6 +27,15 @@ impl BenchDb {
         Ok(BenchDb { url: with_database(admin_url, &name)?, name, admin_url: admin_url.to_string() })
     }
 
+    /// A database an earlier run kept (`--keep`).
+    pub fn existing(admin_url: &str, name: &str) -> anyhow::Result<BenchDb> {
+        Ok(BenchDb {
+            url: with_database(admin_url, name)?,
+            name: name.to_string(),
+            admin_url: admin_url.to_string(),
+        })
+    }
+
     pub async fn drop(&self) -> anyhow::Result<()> {
         // Only ever a database this run created (the name was built above).
         anyhow::ensure!(self.name.starts_with("lastword_bench_"), "refusing to drop {}", self.name);
@@ -48,11 +57,7 @@ fn with_database(url: &str, db: &str) -> anyhow::Result<String> {
 }
 
 async fn admin_pool(admin_url: &str) -> anyhow::Result<PgPool> {
-    Ok(PgPoolOptions::new()
-        .max_connections(1)
-        .connect(admin_url)
-        .await
-        .context("connecting to --admin-url")?)
+    PgPoolOptions::new().max_connections(1).connect(admin_url).await.context("connecting to --admin-url")
 }
 
 /// A pool on the bench database. Statement logging is off: the loader's statements run for

@@ -29,7 +29,7 @@ pub const DAYS: i64 = 30;
 pub const WORKERS: i64 = 200;
 
 /// What the loader made, for the measurements that need ids.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Loaded {
     pub scale: f64,
     pub rows_runs: i64,
@@ -348,4 +348,24 @@ async fn rebuild_indexes(loader: &PgPool, defs: &[String], parallelism: usize) -
             Ok(())
         })
         .await
+}
+
+/// Records what was loaded as the database's comment, so `--reuse-db` can measure it again.
+pub async fn describe(pool: &PgPool, db_name: &str, loaded: &Loaded) -> anyhow::Result<()> {
+    let text = serde_json::to_string(loaded)?.replace('\'', "''");
+    pool.execute(format!("COMMENT ON DATABASE \"{db_name}\" IS '{text}'").as_str()).await?;
+    Ok(())
+}
+
+/// What [`describe`] recorded.
+pub async fn described(pool: &PgPool, db_name: &str) -> anyhow::Result<Loaded> {
+    let text: Option<String> = sqlx::query_scalar(
+        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1",
+    )
+    .bind(db_name)
+    .fetch_one(pool)
+    .await?;
+    let text = text
+        .ok_or_else(|| anyhow::anyhow!("{db_name} has no description: was it loaded by lastword-bench?"))?;
+    Ok(serde_json::from_str(&text)?)
 }

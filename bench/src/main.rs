@@ -28,11 +28,14 @@ async fn main() -> anyhow::Result<()> {
     let args = cli::Args::parse();
     args.validate()?;
     let started = Instant::now();
-    let bench_db = db::BenchDb::create(&args.admin_url).await.context("creating the bench database")?;
+    let bench_db = match &args.reuse_db {
+        Some(name) => db::BenchDb::existing(&args.admin_url, name)?,
+        None => db::BenchDb::create(&args.admin_url).await.context("creating the bench database")?,
+    };
     println!("database: {}", bench_db.name);
     let outcome = run(&args, &bench_db).await;
-    if args.keep {
-        println!("kept database {} (--keep)", bench_db.name);
+    if args.keep || args.reuse_db.is_some() {
+        println!("kept database {}", bench_db.name);
     } else if let Err(e) = bench_db.drop().await {
         eprintln!("warning: could not drop {}: {e:#}", bench_db.name);
     }
@@ -48,10 +51,17 @@ async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report:
     let started = Instant::now();
     db::migrate(&args.server_bin, &bench_db.url).await.context("lastword migrate")?;
     let pool = db::connect(&bench_db.url, 6).await?;
-    let loaded = load::load(&pool, &bench_db.url, args.scale, args.load_parallelism)
-        .await
-        .context("loading the data set")?;
-    results.load_secs = started.elapsed().as_secs_f64();
+    let loaded = if args.reuse_db.is_some() {
+        load::described(&pool, &bench_db.name).await.context("reading the kept data set's description")?
+    } else {
+        let loaded = load::load(&pool, &bench_db.url, args.scale, args.load_parallelism)
+            .await
+            .context("loading the data set")?;
+        load::describe(&pool, &bench_db.name, &loaded).await?;
+        results.load_secs = started.elapsed().as_secs_f64();
+        loaded
+    };
+    results.scale = loaded.scale;
     results.loaded = Some(loaded.clone());
     println!("loaded {} runs, {} tasks in {:.1} s", loaded.rows_runs, loaded.rows_tasks, results.load_secs);
 

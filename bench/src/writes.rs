@@ -131,6 +131,7 @@ pub async fn measure(
         switch(pool, server, Mode::Installed).await?;
     }
     writers.close().await;
+    release(url).await.context("releasing the write-loop leases")?;
     let rate = |lp: Loop, mode: Mode| {
         let (tx, secs) = samples
             .iter()
@@ -157,12 +158,7 @@ pub async fn measure(
 /// Leases `leased` fresh tasks (half to heartbeat, half to finish) with a running run each,
 /// written with triggers off: setting up the experiment is not part of it.
 async fn prepare(url: &str, clients: usize, leased: usize) -> anyhow::Result<Pools> {
-    let setup = {
-        let options = <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(url)?
-            .application_name("lastword-bench-setup")
-            .options([("session_replication_role", "replica")]);
-        sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await?
-    };
+    let setup = setup_pool(url).await?;
     let mut tx = setup.begin().await?;
     let owners: Vec<(i64, String)> = sqlx::query_as(
         "INSERT INTO tasks (kind, source, safety, status, payload, owner, lease_epoch, lease_expires_at, attempts, \
@@ -176,12 +172,23 @@ async fn prepare(url: &str, clients: usize, leased: usize) -> anyhow::Result<Poo
     .bind(clients as i64)
     .fetch_all(&mut *tx)
     .await?;
+    let ids: Vec<i64> = owners.iter().map(|(id, _)| *id).collect();
     let runs: Vec<(i64, i64, String)> = sqlx::query_as(
         "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at) \
          SELECT id, owner, 1, now(), now() + interval '1 day' FROM tasks \
-         WHERE status = 'leased' AND owner LIKE 'bench-%' ORDER BY id RETURNING id, task_id, worker",
+         WHERE id = ANY($1) ORDER BY id RETURNING id, task_id, worker",
     )
+    .bind(&ids)
     .fetch_all(&mut *tx)
+    .await?;
+    // Enough queued tasks for the claim loops (a reused database had some claimed already).
+    sqlx::query(
+        "INSERT INTO tasks (kind, source, safety, status, payload, created_at, updated_at) \
+         SELECT 'triage_issue', 'notification', 'idempotent', 'queued', '{}'::jsonb, now(), now() \
+         FROM generate_series(1, GREATEST(0, $1 - (SELECT count(*) FROM tasks WHERE status = 'queued')))",
+    )
+    .bind(leased as i64)
+    .execute(&mut *tx)
     .await?;
     tx.commit().await?;
     sqlx::raw_sql("ANALYZE tasks, runs").execute(&setup).await?;
@@ -207,6 +214,36 @@ async fn prepare(url: &str, clients: usize, leased: usize) -> anyhow::Result<Poo
     }
     println!("writes: leased {} tasks for {clients} clients", owners.len());
     Ok(pools)
+}
+
+/// Ends the bench's leases and their runs (triggers off) so a kept database shows only its
+/// history and the live fleet, and a later run can lease afresh.
+async fn release(url: &str) -> anyhow::Result<()> {
+    let setup = setup_pool(url).await?;
+    let mut tx = setup.begin().await?;
+    sqlx::query(
+        "UPDATE runs SET finished_at = now(), output = 'no action needed', completion_rows = 1 \
+         WHERE finished_at IS NULL AND worker LIKE 'bench-%'",
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE tasks SET status = 'completed', result = 'no action needed', owner = NULL, \
+         lease_expires_at = NULL WHERE status = 'leased' AND owner LIKE 'bench-%'",
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    setup.close().await;
+    Ok(())
+}
+
+/// One connection with triggers off: preparing and cleaning up is not part of the experiment.
+async fn setup_pool(url: &str) -> anyhow::Result<PgPool> {
+    let options = <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(url)?
+        .application_name("lastword-bench-setup")
+        .options([("session_replication_role", "replica")]);
+    Ok(sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await?)
 }
 
 async fn open_stream(http: &Client) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
