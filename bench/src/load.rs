@@ -76,8 +76,10 @@ const MESSAGE: &str = "(CASE kind \
        repeat('Summary of the thread and of the reply that was posted. ', 5 + floor(bench_u(k, 13) * 40)::int) \
        ELSE '' END)";
 
-/// One chunk of tasks `[$1, $2]` with all their runs. `$3` tasks in total, `$4` start of the
-/// history, `$5` its length in seconds, `$6` workers.
+/// One chunk of tasks `[$1, $2]` with all their runs, in one statement: the runs are drawn
+/// first and each task is written from its final run (status, result). `ins_tasks` is never
+/// read; PostgreSQL runs a data-modifying CTE to completion anyway. `$3` tasks in total, `$4`
+/// start of the history, `$5` its length in seconds, `$6` workers.
 fn chunk_sql() -> String {
     format!(
         "WITH t AS ( \
