@@ -49,6 +49,11 @@ pub struct Args {
     #[arg(long, default_value_t = 30)]
     pub read_budget_secs: u64,
 
+    /// Skip the page-weight measurement (for a server whose site was not built with it, e.g.
+    /// a plain `cargo build` binary: its pages name files the site does not have).
+    #[arg(long)]
+    pub no_page_weight: bool,
+
     /// Samples of live latency (a run row committed → its SSE event).
     #[arg(long, default_value_t = 100)]
     pub live_samples: usize,

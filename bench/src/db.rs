@@ -109,6 +109,20 @@ impl Stats {
 }
 
 impl Stats {
+    /// Statements of anyone but the bench running on the bench database right now: sampled
+    /// over a phase, their mean is the server's average active sessions — the database time
+    /// the dashboard uses per second, which stays meaningful when the server is saturated and
+    /// few statements complete.
+    pub async fn active_sessions(&self) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state = 'active' \
+             AND application_name NOT LIKE 'lastword-bench%'",
+        )
+        .bind(&self.name)
+        .fetch_one(&self.admin)
+        .await?)
+    }
+
     /// Waits until no statement of anyone but the bench runs on the bench database (the
     /// server's leftovers from a phase), for at most `limit`.
     pub async fn wait_quiet(&self, limit: Duration) -> anyhow::Result<()> {

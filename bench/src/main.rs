@@ -79,7 +79,9 @@ async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report:
         .await?;
         results.sql_floor = explain::measure_floor(&pool, args.requests).await?;
         results.explain = explain::explain_hot_queries(&pool, &loaded).await?;
-        results.page_weight = Some(http::page_weight(&http).await?);
+        if !args.no_page_weight {
+            results.page_weight = Some(http::page_weight(&http).await?);
+        }
         results.live = Some(live::measure_latency(&http, &pool, &loaded, args.live_samples).await?);
         results.db_load = Some(
             watchers::measure_db_load(&http, &bench_db.name, &args.admin_url, &fleet, &server, args).await?,

@@ -47,6 +47,8 @@ pub struct Phase {
     pub dashboard_xact_per_s: f64,
     /// The server's own `lastword_db_*` counter per second, if it exports one.
     pub server_counter_per_s: Option<f64>,
+    /// Mean number of the server's statements running at once (sampled every 250 ms).
+    pub active_sessions: f64,
     pub refetches_per_s: f64,
     pub refetch: Summary,
     pub rss_max_mb: Option<f64>,
@@ -61,6 +63,12 @@ pub struct DbLoad {
     pub ratio: f64,
     /// The same from the server's counter, if any.
     pub ratio_server_counter: Option<f64>,
+    /// Average active database sessions with many clients ÷ with one: the database time the
+    /// dashboard takes, which does not drop when the server saturates.
+    pub ratio_active_sessions: f64,
+    /// The crowded phases got far fewer answers than the tabs asked for (the server could not
+    /// keep up), so fewer statements completed: the commit ratio understates the load.
+    pub saturated: bool,
     pub rss_clients_mb: Option<f64>,
 }
 
@@ -87,9 +95,10 @@ pub async fn measure_db_load(
                 run_phase(client, &stats, fleet, server, page, n, calls, server_counter.as_deref(), secs)
                     .await?;
             println!(
-                "db load: {page:?} x{n}: {:.1} dashboard xact/s ({:.1} all), {:.1} refetches/s, refetch {}{}",
+                "db load: {page:?} x{n}: {:.1} dashboard xact/s ({:.1} all), {:.2} active sessions, {:.1} refetches/s, refetch {}{}",
                 phase.dashboard_xact_per_s,
                 phase.xact_per_s,
+                phase.active_sessions,
                 phase.refetches_per_s,
                 phase.refetch,
                 phase.rss_max_mb.map(|m| format!(", server RSS {m:.0} MB")).unwrap_or_default()
@@ -106,9 +115,27 @@ pub async fn measure_db_load(
     };
     let ratio = ratio_of(&|p| Some(p.dashboard_xact_per_s.max(0.0))).unwrap_or(f64::NAN);
     let ratio_server_counter = ratio_of(&|p| p.server_counter_per_s);
+    let ratio_active_sessions = ratio_of(&|p| Some(p.active_sessions)).unwrap_or(f64::NAN);
+    // A tab asks about once a second while the fleet writes; a crowd answered at under half
+    // the one-tab rate per tab was not served.
+    let saturated = [Page::Failures, Page::Overview].into_iter().any(|page| {
+        let rate = |n: usize| {
+            phases.iter().find(|p| p.page == page && p.clients == n).map(|p| p.refetches_per_s / n as f64)
+        };
+        matches!((rate(args.clients), rate(1)), (Some(many), Some(one)) if many < 0.5 * one.max(0.5))
+    });
     let rss_clients_mb =
         phases.iter().filter(|p| p.clients == args.clients).filter_map(|p| p.rss_max_mb).reduce(f64::max);
-    Ok(DbLoad { calls, server_counter, phases, ratio, ratio_server_counter, rss_clients_mb })
+    Ok(DbLoad {
+        calls,
+        server_counter,
+        phases,
+        ratio,
+        ratio_server_counter,
+        ratio_active_sessions,
+        saturated,
+        rss_clients_mb,
+    })
 }
 
 /// Server functions when the server answers the Failures page's one (the real page's path),
@@ -245,8 +272,11 @@ async fn run_phase(
     );
     let t0 = Instant::now();
     let mut rss_max: Option<f64> = None;
+    let (mut active, mut samples) = (0i64, 0i64);
     while t0.elapsed() < secs {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        active += stats.active_sessions().await?;
+        samples += 1;
         if let Some(rss) = server.rss_mb() {
             rss_max = Some(rss_max.map_or(rss, |m: f64| m.max(rss)));
         }
@@ -279,6 +309,7 @@ async fn run_phase(
             (Some(a), Some(b)) => Some((b - a) / elapsed),
             _ => None,
         },
+        active_sessions: active as f64 / samples.max(1) as f64,
         refetches_per_s: r1.saturating_sub(r0) as f64 / elapsed,
         refetch,
         rss_max_mb: rss_max,
