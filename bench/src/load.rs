@@ -43,6 +43,9 @@ pub struct Loaded {
     pub queued_pool: i64,
     pub double_executions: i64,
     pub states: Vec<(String, i64)>,
+    /// How long the load took (0 in descriptions written before this field existed).
+    #[serde(default)]
+    pub load_secs: f64,
 }
 
 /// Fault rates per run, cumulative order as in the SQL below (a "few percent of each cause";
@@ -301,6 +304,7 @@ pub async fn load(pool: &PgPool, url: &str, scale: f64, parallelism: usize) -> a
         queued_pool: queued,
         double_executions,
         states,
+        load_secs: 0.0,
     })
 }
 
@@ -369,5 +373,12 @@ pub async fn described(pool: &PgPool, db_name: &str) -> anyhow::Result<Loaded> {
     .await?;
     let text = text
         .ok_or_else(|| anyhow::anyhow!("{db_name} has no description: was it loaded by lastword-bench?"))?;
-    Ok(serde_json::from_str(&text)?)
+    let mut loaded: Loaded = serde_json::from_str(&text)?;
+    // Earlier runs' fleets and write loops added rows: report what is there now.
+    (loaded.rows_runs, loaded.rows_tasks, loaded.rows_effects) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM tasks), (SELECT count(*) FROM effects)",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(loaded)
 }

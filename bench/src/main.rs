@@ -54,14 +54,16 @@ async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report:
     let loaded = if args.reuse_db.is_some() {
         load::described(&pool, &bench_db.name).await.context("reading the kept data set's description")?
     } else {
-        let loaded = load::load(&pool, &bench_db.url, args.scale, args.load_parallelism)
+        let mut loaded = load::load(&pool, &bench_db.url, args.scale, args.load_parallelism)
             .await
             .context("loading the data set")?;
+        loaded.load_secs = started.elapsed().as_secs_f64();
         load::describe(&pool, &bench_db.name, &loaded).await?;
-        results.load_secs = started.elapsed().as_secs_f64();
         loaded
     };
     results.scale = loaded.scale;
+    results.load_secs = loaded.load_secs;
+    results.reused = args.reuse_db.is_some();
     results.loaded = Some(loaded.clone());
     println!("loaded {} runs, {} tasks in {:.1} s", loaded.rows_runs, loaded.rows_tasks, results.load_secs);
 

@@ -19,6 +19,8 @@ pub struct Results {
     pub started_at: chrono::DateTime<chrono::Utc>,
     pub clients: usize,
     pub load_secs: f64,
+    /// Measured on a database an earlier run loaded (`--reuse-db`).
+    pub reused: bool,
     pub loaded: Option<Loaded>,
     pub reads: Vec<Read>,
     pub sql_floor: Vec<(String, Summary)>,
@@ -38,6 +40,7 @@ impl Results {
             started_at: chrono::Utc::now(),
             clients: args.clients,
             load_secs: 0.0,
+            reused: false,
             loaded: None,
             reads: Vec::new(),
             sql_floor: Vec::new(),
@@ -127,6 +130,7 @@ impl Results {
         m.insert("scale".into(), json!(self.scale));
         m.insert("simulated_clients".into(), json!(self.clients));
         m.insert("load_secs".into(), num(Some(self.load_secs)));
+        m.insert("reused_database".into(), json!(self.reused));
         m.insert("total_secs".into(), num(Some(self.total_secs)));
         m.insert("date".into(), json!(self.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
         m.insert("git_commit".into(), json!(git_commit()));
@@ -319,14 +323,18 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         "| machine | {} cores ({}), {} GB RAM; {} on the same machine |",
         m.nproc, m.cpu, m.ram_gb, m.postgres
     );
+    let loaded = if r.reused {
+        format!("a kept database (--reuse-db), loaded in {:.0} s by an earlier run", r.load_secs)
+    } else {
+        format!("loaded in {:.0} s", r.load_secs)
+    };
     let _ = writeln!(
         s,
-        "| scale | {} ({} runs, {} tasks, {} effects; loaded in {:.0} s) |",
+        "| scale | {} ({} runs, {} tasks, {} effects; {loaded}) |",
         r.scale,
         fmt_num(v.get("rows_runs")),
         fmt_num(v.get("rows_tasks")),
-        fmt_num(v.get("rows_effects")),
-        r.load_secs
+        fmt_num(v.get("rows_effects"))
     );
     let _ = writeln!(s, "| git commit | {} |", git_commit());
     let _ = writeln!(s, "| command | `{}` |", r.command);
