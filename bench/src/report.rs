@@ -15,6 +15,8 @@ use std::fmt::Write as _;
 
 pub struct Results {
     pub command: String,
+    /// The commit measured, read when the run starts (the tree may move on during a long run).
+    pub commit: String,
     pub scale: f64,
     pub started_at: chrono::DateTime<chrono::Utc>,
     pub clients: usize,
@@ -36,6 +38,7 @@ impl Results {
     pub fn new(args: &Args) -> Results {
         Results {
             command: std::env::args().collect::<Vec<_>>().join(" "),
+            commit: git_commit(),
             scale: args.scale,
             started_at: chrono::Utc::now(),
             clients: args.clients,
@@ -133,7 +136,7 @@ impl Results {
         m.insert("reused_database".into(), json!(self.reused));
         m.insert("total_secs".into(), num(Some(self.total_secs)));
         m.insert("date".into(), json!(self.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
-        m.insert("git_commit".into(), json!(git_commit()));
+        m.insert("git_commit".into(), json!(self.commit));
         m.insert("machine".into(), json!(machine()));
         m.insert("command".into(), json!(self.command));
         m.insert("reads".into(), json!(self.reads));
@@ -312,8 +315,8 @@ pub fn markdown(r: &Results, v: &Value) -> String {
     let _ = writeln!(
         s,
         "Produced by `scripts/bench` (the `lastword-bench` crate, `bench/`): a production-shaped data set \
-         loaded into a fresh PostgreSQL database, the real `lastword` server (built by cargo-leptos) \
-         measured over HTTP while a live write load of the runner library runs (issue 9). \
+         loaded into a fresh PostgreSQL database, the real `lastword` server (the `--server-bin` of \
+         the command below, started with the `LEPTOS_*` variables) measured over HTTP while a live write load of the runner library runs (issue 9). \
          Benchmarks report figures; nothing here is asserted.\n"
     );
     let _ = writeln!(s, "| | |\n|---|---|");
@@ -336,7 +339,7 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         fmt_num(v.get("rows_tasks")),
         fmt_num(v.get("rows_effects"))
     );
-    let _ = writeln!(s, "| git commit | {} |", git_commit());
+    let _ = writeln!(s, "| git commit | {} |", r.commit);
     let _ = writeln!(s, "| command | `{}` |", r.command);
     let _ = writeln!(s, "| total time | {:.0} s |\n", r.total_secs);
 
