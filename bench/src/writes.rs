@@ -163,7 +163,7 @@ async fn prepare(url: &str, clients: usize, leased: usize) -> anyhow::Result<Poo
     let owners: Vec<(i64, String)> = sqlx::query_as(
         "INSERT INTO tasks (kind, source, safety, status, payload, owner, lease_epoch, lease_expires_at, attempts, \
            max_attempts, created_at, updated_at) \
-         SELECT 'send_digest', 'tick', 'idempotent', 'leased', '{}'::jsonb, \
+         SELECT 'send_digest', 'tick', 'idempotent', 'leased', '{\"bench\": \"write-loop\"}'::jsonb, \
            CASE WHEN g % 2 = 0 THEN 'bench-heartbeat-' ELSE 'bench-finish-' END || (g / 2 % $2 + 1), \
            1, now() + interval '1 day', 1, 3, now(), now() \
          FROM generate_series(0, $1 - 1) g RETURNING id, owner",
@@ -216,20 +216,20 @@ async fn prepare(url: &str, clients: usize, leased: usize) -> anyhow::Result<Poo
     Ok(pools)
 }
 
-/// Ends the bench's leases and their runs (triggers off) so a kept database shows only its
-/// history and the live fleet, and a later run can lease afresh.
+/// Removes what the write loops wrote (triggers off): their runs, the tasks they leased, and
+/// the leases their claims still hold (those tasks are queued again). A kept database then
+/// shows only its history and the live fleet — not tens of thousands of runs that all
+/// finished a minute ago on the timeline — and a later run can lease afresh.
 async fn release(url: &str) -> anyhow::Result<()> {
     let setup = setup_pool(url).await?;
     let mut tx = setup.begin().await?;
+    sqlx::query("DELETE FROM runs WHERE worker LIKE 'bench-%'").execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM tasks WHERE payload @> '{\"bench\": \"write-loop\"}'::jsonb")
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
-        "UPDATE runs SET finished_at = now(), output = 'no action needed', completion_rows = 1 \
-         WHERE finished_at IS NULL AND worker LIKE 'bench-%'",
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "UPDATE tasks SET status = 'completed', result = 'no action needed', owner = NULL, \
-         lease_expires_at = NULL WHERE status = 'leased' AND owner LIKE 'bench-%'",
+        "UPDATE tasks SET status = 'queued', owner = NULL, lease_expires_at = NULL \
+         WHERE status = 'leased' AND owner LIKE 'bench-%'",
     )
     .execute(&mut *tx)
     .await?;
