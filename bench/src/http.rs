@@ -1,0 +1,191 @@
+//! The hot reads, timed through the real server over HTTP: each page (HTML, as a browser gets
+//! it on first open) and the JSON API behind it. Also the first visit's page weight: the
+//! /pkg files the page HTML references, fetched compressed as a browser would.
+
+use crate::load::Loaded;
+use crate::stats::Summary;
+use anyhow::Context;
+use std::time::{Duration, Instant};
+
+/// What a browser sends; the server may compress with either.
+const BROWSER_ENCODINGS: &str = "gzip, br";
+
+#[derive(Clone)]
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+impl Client {
+    pub fn new(base: String) -> anyhow::Result<Client> {
+        // No automatic decompression (reqwest's gzip/brotli features are off): the byte counts
+        // below are what crossed the wire.
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .pool_max_idle_per_host(256)
+            .build()?;
+        Ok(Client { http, base })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// GET `path`; the body's length as received, or an error for a non-2xx answer.
+    pub async fn get(&self, path: &str, html: bool) -> anyhow::Result<Fetched> {
+        let mut req = self.http.get(self.url(path));
+        if html {
+            req = req.header("Accept", "text/html").header("Accept-Encoding", BROWSER_ENCODINGS);
+        }
+        let resp = req.send().await.with_context(|| format!("GET {path}"))?;
+        let status = resp.status();
+        let encoding =
+            resp.headers().get("content-encoding").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let body = resp.bytes().await.with_context(|| format!("GET {path}: body"))?;
+        anyhow::ensure!(
+            status.is_success(),
+            "GET {path}: {status}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(300)])
+        );
+        Ok(Fetched { bytes: body.len(), encoding, body: body.to_vec() })
+    }
+}
+
+pub struct Fetched {
+    pub bytes: usize,
+    pub encoding: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// One timed read.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Read {
+    pub name: String,
+    pub path: String,
+    pub summary: Summary,
+    /// Body size of the last answer as received (compressed if the server compressed it).
+    pub bytes: usize,
+    pub encoding: Option<String>,
+}
+
+/// The reads of issue 9, by name: (name, path, is a page).
+fn reads(loaded: &Loaded) -> Vec<(String, String, bool)> {
+    let failures = crate::explain::FAILURE_STATES.join(",");
+    let task = loaded.task_50;
+    let mut v: Vec<(String, String, bool)> = vec![
+        ("failures_page".into(), "/failures".into(), true),
+        ("failures_page_timeout".into(), "/failures?cause=timeout".into(), true),
+        ("failures_page_timeout_crash".into(), "/failures?cause=timeout&cause=crash".into(), true),
+        ("runs_api_failures".into(), format!("/api/v1/runs?state={failures}"), false),
+        ("runs_api_no_filter".into(), "/api/v1/runs".into(), false),
+        ("runs_api_timeout".into(), "/api/v1/runs?cause=timeout".into(), false),
+        ("runs_api_timeout_crash".into(), "/api/v1/runs?cause=timeout&cause=crash".into(), false),
+        ("facets_api".into(), "/api/v1/runs/facets".into(), false),
+        ("facets_api_24h".into(), "/api/v1/runs/facets?since=24h".into(), false),
+        ("timeline_page".into(), "/timeline?minutes=15".into(), true),
+        ("timeline_api".into(), "/api/v1/timeline?since=15m".into(), false),
+        ("overview_page".into(), "/".into(), true),
+    ];
+    for w in ["1h", "6h", "24h", "7d"] {
+        v.push((format!("overview_api_{w}"), format!("/api/v1/overview?since={w}"), false));
+    }
+    v.push(("task_page".into(), format!("/tasks/{task}"), true));
+    v.push(("task_api".into(), format!("/api/v1/tasks/{task}"), false));
+    v.push(("workers_page".into(), "/workers".into(), true));
+    v.push(("workers_api_24h".into(), "/api/v1/workers?since=24h".into(), false));
+    v
+}
+
+/// Each read `n` times in a row (after one untimed warm-up), or for at most `budget` when
+/// a read is slow — the figures then rest on fewer samples, which the report shows.
+pub async fn measure_hot_reads(
+    client: &Client,
+    loaded: &Loaded,
+    n: usize,
+    budget: Duration,
+) -> anyhow::Result<Vec<Read>> {
+    let mut out = Vec::new();
+    for (name, path, html) in reads(loaded) {
+        client.get(&path, html).await?;
+        let mut samples = Vec::with_capacity(n);
+        let started = Instant::now();
+        let mut last = None;
+        while samples.len() < n && (samples.len() < 3 || started.elapsed() < budget) {
+            let t = Instant::now();
+            let fetched = client.get(&path, html).await?;
+            samples.push(t.elapsed());
+            last = Some(fetched);
+        }
+        let summary = Summary::of(&samples);
+        let (bytes, encoding) = last.map(|f| (f.bytes, f.encoding)).unwrap_or_default();
+        println!(
+            "http {name:<34} {summary}  {:>8.1} KB{}",
+            bytes as f64 / 1024.0,
+            encoding.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+        );
+        out.push(Read { name, path, summary, bytes, encoding });
+    }
+    Ok(out)
+}
+
+/// The first visit's /pkg files (wasm, js, css) as the page HTML names them.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PageWeight {
+    pub files: Vec<(String, usize, Option<String>)>,
+    pub total_bytes: usize,
+    /// The same files without compression, for comparison.
+    pub uncompressed_bytes: usize,
+    /// The timeline page (15 minutes) HTML without compression.
+    pub timeline_html_bytes: usize,
+}
+
+pub async fn page_weight(client: &Client) -> anyhow::Result<PageWeight> {
+    let page = client.get("/", false).await?;
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    let files = pkg_files(&html);
+    anyhow::ensure!(!files.is_empty(), "the overview page references no /pkg files");
+    let mut out = Vec::new();
+    let mut uncompressed = 0;
+    for f in &files {
+        let wire = client.get(f, true).await?;
+        uncompressed += client.get(f, false).await?.bytes;
+        println!(
+            "pkg  {f:<40} {:>9.1} KB {}",
+            wire.bytes as f64 / 1024.0,
+            wire.encoding.as_deref().unwrap_or("identity")
+        );
+        out.push((f.clone(), wire.bytes, wire.encoding));
+    }
+    let total_bytes = out.iter().map(|(_, b, _)| b).sum();
+    let timeline_html_bytes = client.get("/timeline?minutes=15", false).await?.bytes;
+    Ok(PageWeight { files: out, total_bytes, uncompressed_bytes: uncompressed, timeline_html_bytes })
+}
+
+/// `/pkg/…{.wasm,.js,.css}` references in a page, in order, without duplicates. The wasm may
+/// only be named by the js loader (`<name>_bg.wasm` or `<name>.wasm` next to it), so it is
+/// derived from the js file when the HTML does not name it.
+fn pkg_files(html: &str) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for (i, _) in html.match_indices("/pkg/") {
+        let rest = &html[i..];
+        let end = rest
+            .find(|c: char| c == '"' || c == '\'' || c.is_whitespace() || c == '>' || c == '?')
+            .unwrap_or(rest.len());
+        let f = &rest[..end];
+        if [".wasm", ".js", ".css"].iter().any(|ext| f.ends_with(ext)) && !files.iter().any(|x| x == f) {
+            files.push(f.to_string());
+        }
+    }
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pkg_files_are_found_once_in_order() {
+        let html = r#"<link rel="stylesheet" id="leptos" href="/pkg/lastword.css"><link rel="modulepreload" href="/pkg/lastword.js"><link rel="preload" href="/pkg/lastword.wasm" as="fetch"><script type="module">import('/pkg/lastword.js')</script>"#;
+        assert_eq!(pkg_files(html), vec!["/pkg/lastword.css", "/pkg/lastword.js", "/pkg/lastword.wasm"]);
+    }
+}

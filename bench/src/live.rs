@@ -1,0 +1,148 @@
+//! Live latency: how long after a run row's change commits an SSE client on
+//! `GET /api/v1/events` receives the `changes` event that names it — the delay an operator
+//! sees between a worker's write and the open page reacting. Also the SSE plumbing the
+//! simulated browsers share ([`connect`]).
+
+use crate::http::Client;
+use crate::load::Loaded;
+use crate::stats::Summary;
+use anyhow::Context;
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use sqlx::postgres::PgPool;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// What an event stream reports to its owner.
+#[derive(Debug)]
+pub enum Event {
+    /// The stream is open (its first event, `status`, arrived).
+    Open,
+    /// A `changes` batch: the (table, row id) pairs it names, and when it arrived.
+    Changes(Vec<(String, i64)>, Instant),
+    /// `reset`: the client should reload everything.
+    Reset,
+}
+
+/// Opens `GET /api/v1/events` and forwards its events until the stream ends or the receiver is
+/// dropped. The returned task ends with the stream.
+pub async fn connect(
+    client: &Client,
+    tx: mpsc::UnboundedSender<Event>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let resp = client
+        .http
+        .get(client.url("/api/v1/events"))
+        .header("Accept", "text/event-stream")
+        // The stream is long-lived: no whole-request timeout.
+        .timeout(Duration::from_secs(24 * 3600))
+        .send()
+        .await
+        .context("GET /api/v1/events")?;
+    anyhow::ensure!(resp.status().is_success(), "GET /api/v1/events: {}", resp.status());
+    let mut events = resp.bytes_stream().eventsource();
+    Ok(tokio::spawn(async move {
+        while let Some(Ok(event)) = events.next().await {
+            let at = Instant::now();
+            let forwarded = match event.event.as_str() {
+                "status" => tx.send(Event::Open),
+                "changes" => tx.send(Event::Changes(parse_changes(&event.data), at)),
+                "reset" => tx.send(Event::Reset),
+                _ => Ok(()),
+            };
+            if forwarded.is_err() {
+                break;
+            }
+        }
+    }))
+}
+
+/// `[{"id", "table", "row_id", "task_id"}, …]` → (table, row id) pairs (docs/live.md).
+fn parse_changes(data: &str) -> Vec<(String, i64)> {
+    let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(data) else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|c| Some((c.get("table")?.as_str()?.to_string(), c.get("row_id")?.as_i64()?)))
+        .collect()
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Latency {
+    pub summary: Summary,
+    /// Samples whose event did not arrive within the timeout.
+    pub missed: usize,
+}
+
+/// `samples` times: commit an update of the probe run, wait for its `changes` event.
+pub async fn measure_latency(
+    client: &Client,
+    pool: &PgPool,
+    loaded: &Loaded,
+    samples: usize,
+) -> anyhow::Result<Latency> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let stream = connect(client, tx).await?;
+    wait_open(&mut rx).await?;
+    let mut taken = Vec::with_capacity(samples);
+    let mut missed = 0;
+    for i in 0..samples {
+        // Whatever arrived before this sample (the fleet's changes, a late duplicate) is not it.
+        while rx.try_recv().is_ok() {}
+        let t0 = Instant::now();
+        sqlx::query("UPDATE runs SET heartbeat_at = $1 WHERE id = $2")
+            .bind(chrono::Utc::now())
+            .bind(loaded.probe_run)
+            .execute(pool)
+            .await?;
+        let deadline = t0 + Duration::from_secs(10);
+        let arrived = loop {
+            match tokio::time::timeout_at(deadline.into(), rx.recv()).await {
+                Ok(Some(Event::Changes(rows, at)))
+                    if rows.iter().any(|(t, id)| t == "runs" && *id == loaded.probe_run) =>
+                {
+                    break Some(at)
+                }
+                Ok(Some(_)) => continue,
+                Ok(None) => anyhow::bail!("the event stream ended during sample {i}"),
+                Err(_) => break None,
+            }
+        };
+        match arrived {
+            Some(at) => taken.push(at.saturating_duration_since(t0)),
+            None => missed += 1,
+        }
+        // Spread the samples over the hub's read cycle rather than locking onto it.
+        tokio::time::sleep(Duration::from_millis(100 + (i as u64 * 37) % 150)).await;
+    }
+    stream.abort();
+    let summary = Summary::of(&taken);
+    println!("live latency {summary} (missed {missed})");
+    Ok(Latency { summary, missed })
+}
+
+/// Waits for the stream's first `status` event.
+pub async fn wait_open(rx: &mut mpsc::UnboundedReceiver<Event>) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(Event::Open)) => return Ok(()),
+            Ok(Some(_)) => continue,
+            Ok(None) => anyhow::bail!("the event stream closed before its first status event"),
+            Err(_) => anyhow::bail!("no status event within 30 s of connecting to /api/v1/events"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_name_their_rows() {
+        let data = r#"[{"id":7,"table":"runs","row_id":42,"task_id":3},{"id":8,"table":"tasks","row_id":3,"task_id":3}]"#;
+        assert_eq!(parse_changes(data), vec![("runs".to_string(), 42), ("tasks".to_string(), 3)]);
+        assert!(parse_changes("not json").is_empty());
+    }
+}

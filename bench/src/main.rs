@@ -1,0 +1,102 @@
+//! `lastword-bench`: the production-scale benchmark of issue 9, end to end.
+//!
+//! One command loads a production-shaped data set into a fresh PostgreSQL database, starts the
+//! real `lastword` server on it, runs a live write load with the real runner library, measures
+//! the hot reads, live latency, the database load of many open dashboards and the runner's write
+//! throughput with and without lastword, and writes `BENCHMARKS.md` and `results.json`.
+//! `main` only wires the steps together; each step lives in its own module.
+
+mod cli;
+mod db;
+mod explain;
+mod fleet;
+mod http;
+mod live;
+mod load;
+mod report;
+mod server;
+mod stats;
+mod watchers;
+mod writes;
+
+use anyhow::Context;
+use clap::Parser;
+use std::time::Instant;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = cli::Args::parse();
+    args.validate()?;
+    let started = Instant::now();
+    let bench_db = match &args.reuse_db {
+        Some(name) => db::BenchDb::existing(&args.admin_url, name)?,
+        None => db::BenchDb::create(&args.admin_url).await.context("creating the bench database")?,
+    };
+    println!("database: {}", bench_db.name);
+    let outcome = run(&args, &bench_db).await;
+    if args.keep || args.reuse_db.is_some() {
+        println!("kept database {}", bench_db.name);
+    } else if let Err(e) = bench_db.drop().await {
+        eprintln!("warning: could not drop {}: {e:#}", bench_db.name);
+    }
+    let results = outcome?;
+    report::write(&args, &results).context("writing the report")?;
+    println!("done in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Every step after the database exists; the caller drops the database whatever happens here.
+async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report::Results> {
+    let mut results = report::Results::new(args);
+    let started = Instant::now();
+    db::migrate(&args.server_bin, &bench_db.url).await.context("lastword migrate")?;
+    let pool = db::connect(&bench_db.url, 6).await?;
+    let loaded = if args.reuse_db.is_some() {
+        load::described(&pool, &bench_db.name).await.context("reading the kept data set's description")?
+    } else {
+        let mut loaded = load::load(&pool, &bench_db.url, args.scale, args.load_parallelism)
+            .await
+            .context("loading the data set")?;
+        loaded.load_secs = started.elapsed().as_secs_f64();
+        load::describe(&pool, &bench_db.name, &loaded).await?;
+        loaded
+    };
+    results.scale = loaded.scale;
+    results.load_secs = loaded.load_secs;
+    results.reused = args.reuse_db.is_some();
+    results.loaded = Some(loaded.clone());
+    println!("loaded {} runs, {} tasks in {:.1} s", loaded.rows_runs, loaded.rows_tasks, results.load_secs);
+
+    let mut server = server::Server::start(args, &bench_db.url).await.context("starting the server")?;
+    let http = http::Client::new(server.base_url())?;
+    let fleet = fleet::Fleet::start(&bench_db.url, args.fleet_workers).await?;
+
+    let measured = async {
+        results.reads = http::measure_hot_reads(
+            &http,
+            &loaded,
+            args.requests,
+            std::time::Duration::from_secs(args.read_budget_secs),
+        )
+        .await?;
+        results.sql_floor = explain::measure_floor(&pool, args.requests).await?;
+        results.explain = explain::explain_hot_queries(&pool, &loaded).await?;
+        if !args.no_page_weight {
+            results.page_weight = Some(http::page_weight(&http).await?);
+        }
+        results.live = Some(live::measure_latency(&http, &pool, &loaded, args.live_samples).await?);
+        results.db_load = Some(
+            watchers::measure_db_load(&http, &bench_db.name, &args.admin_url, &fleet, &server, args).await?,
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    let fleet_report = fleet.stop().await;
+    println!("live write load: {fleet_report}");
+    measured?;
+
+    results.writes = Some(writes::measure(&pool, &bench_db.url, &mut server, &http, args).await?);
+    server.stop().await;
+    results.finish();
+    Ok(results)
+}

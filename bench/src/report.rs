@@ -1,0 +1,516 @@
+//! The figures: `results.json` (the keys issue 9 asks for, then every detail) and
+//! `BENCHMARKS.md` (machine, date, scale, commit, each headline figure next to its target,
+//! then the detail tables), and the full query plans in `explain.txt`.
+
+use crate::cli::Args;
+use crate::explain::Plan;
+use crate::http::{PageWeight, Read};
+use crate::live::Latency;
+use crate::load::Loaded;
+use crate::stats::Summary;
+use crate::watchers::DbLoad;
+use crate::writes::Writes;
+use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
+
+pub struct Results {
+    pub command: String,
+    /// The commit measured, read when the run starts (the tree may move on during a long run).
+    pub commit: String,
+    pub scale: f64,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub clients: usize,
+    pub load_secs: f64,
+    /// Measured on a database an earlier run loaded (`--reuse-db`).
+    pub reused: bool,
+    pub loaded: Option<Loaded>,
+    pub reads: Vec<Read>,
+    pub sql_floor: Vec<(String, Summary)>,
+    pub explain: Vec<Plan>,
+    pub page_weight: Option<PageWeight>,
+    pub live: Option<Latency>,
+    pub db_load: Option<DbLoad>,
+    pub writes: Option<Writes>,
+    pub total_secs: f64,
+}
+
+impl Results {
+    pub fn new(args: &Args) -> Results {
+        Results {
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            commit: git_commit(),
+            scale: args.scale,
+            started_at: chrono::Utc::now(),
+            clients: args.clients,
+            load_secs: 0.0,
+            reused: false,
+            loaded: None,
+            reads: Vec::new(),
+            sql_floor: Vec::new(),
+            explain: Vec::new(),
+            page_weight: None,
+            live: None,
+            db_load: None,
+            writes: None,
+            total_secs: 0.0,
+        }
+    }
+
+    pub fn finish(&mut self) {
+        self.total_secs = (chrono::Utc::now() - self.started_at).num_milliseconds() as f64 / 1000.0;
+    }
+
+    fn read(&self, name: &str) -> Option<&Summary> {
+        self.reads.iter().find(|r| r.name == name).map(|r| &r.summary)
+    }
+
+    fn floor(&self, name: &str) -> Option<&Summary> {
+        self.sql_floor.iter().find(|(n, _)| n == name).map(|(_, s)| s)
+    }
+
+    /// The worst p95 among reads whose name starts with one of `prefixes`.
+    fn worst_p95(&self, prefixes: &[&str]) -> Option<f64> {
+        self.reads
+            .iter()
+            .filter(|r| prefixes.iter().any(|p| r.name.starts_with(p)))
+            .map(|r| r.summary.p95_ms)
+            .reduce(f64::max)
+    }
+
+    /// The keys of issue 9 (null when not measured), then details.
+    pub fn json(&self) -> Value {
+        let mut m = Map::new();
+        let num = |v: Option<f64>| {
+            v.filter(|x| x.is_finite()).map(|x| json!((x * 1000.0).round() / 1000.0)).unwrap_or(Value::Null)
+        };
+        let failures = self.read("failures_page");
+        m.insert("failures_page_p50_ms".into(), num(failures.map(|s| s.p50_ms)));
+        m.insert("failures_page_p95_ms".into(), num(failures.map(|s| s.p95_ms)));
+        let floor = self.floor("failures_default");
+        let ratio = |read: Option<&Summary>| match (read, floor) {
+            (Some(r), Some(f)) if f.p50_ms > 0.0 => Some(r.p50_ms / f.p50_ms),
+            _ => None,
+        };
+        m.insert("failures_page_vs_sql".into(), num(ratio(failures)));
+        m.insert("failures_api_vs_sql".into(), num(ratio(self.read("runs_api_failures"))));
+        m.insert(
+            "failures_worst_p95_ms".into(),
+            num(self.worst_p95(&["failures_page", "runs_api_", "facets_api"])),
+        );
+        m.insert("timeline_p95_ms".into(), num(self.worst_p95(&["timeline_"])));
+        m.insert("overview_p95_ms".into(), num(self.worst_p95(&["overview_"])));
+        m.insert("task_page_p95_ms".into(), num(self.worst_p95(&["task_"])));
+        m.insert("workers_page_p95_ms".into(), num(self.worst_p95(&["workers_"])));
+        m.insert("live_latency_p50_ms".into(), num(self.live.as_ref().map(|l| l.summary.p50_ms)));
+        m.insert("live_latency_p95_ms".into(), num(self.live.as_ref().map(|l| l.summary.p95_ms)));
+        m.insert("db_load_ratio_200_vs_1".into(), num(self.db_load.as_ref().map(|d| d.ratio)));
+        m.insert(
+            "db_load_ratio_200_vs_1_active_sessions".into(),
+            num(self.db_load.as_ref().map(|d| d.ratio_active_sessions)),
+        );
+        m.insert("db_load_saturated".into(), json!(self.db_load.as_ref().map(|d| d.saturated)));
+        m.insert(
+            "db_load_ratio_200_vs_1_server_counter".into(),
+            num(self.db_load.as_ref().and_then(|d| d.ratio_server_counter)),
+        );
+        m.insert("runner_write_ratio".into(), num(self.writes.as_ref().map(|w| w.ratio)));
+        m.insert(
+            "page_weight_gz_kb".into(),
+            num(self.page_weight.as_ref().map(|p| p.total_bytes as f64 / 1024.0)),
+        );
+        m.insert("rss_200_clients_mb".into(), num(self.db_load.as_ref().and_then(|d| d.rss_clients_mb)));
+        m.insert("rows_runs".into(), json!(self.loaded.as_ref().map(|l| l.rows_runs)));
+        m.insert("rows_tasks".into(), json!(self.loaded.as_ref().map(|l| l.rows_tasks)));
+        m.insert("rows_effects".into(), json!(self.loaded.as_ref().map(|l| l.rows_effects)));
+        m.insert(
+            "timeline_page_html_kb".into(),
+            num(self.page_weight.as_ref().map(|p| p.timeline_html_bytes as f64 / 1024.0)),
+        );
+        m.insert(
+            "seq_scans_on_runs".into(),
+            json!(self.explain.iter().filter(|p| p.seq_scan_on_runs).map(|p| &p.name).collect::<Vec<_>>()),
+        );
+        m.insert("scale".into(), json!(self.scale));
+        m.insert("simulated_clients".into(), json!(self.clients));
+        m.insert("load_secs".into(), num(Some(self.load_secs)));
+        m.insert("reused_database".into(), json!(self.reused));
+        m.insert("total_secs".into(), num(Some(self.total_secs)));
+        m.insert("date".into(), json!(self.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
+        m.insert("git_commit".into(), json!(self.commit));
+        m.insert("machine".into(), json!(machine()));
+        m.insert("command".into(), json!(self.command));
+        m.insert("reads".into(), json!(self.reads));
+        m.insert("sql_floor".into(), json!(self.sql_floor));
+        m.insert("explain".into(), json!(self.explain.iter().map(|p| json!({"name": p.name, "seq_scan_on_runs": p.seq_scan_on_runs, "execution_ms": p.execution_ms})).collect::<Vec<_>>()));
+        m.insert("page_weight".into(), json!(self.page_weight));
+        m.insert("live_latency".into(), json!(self.live));
+        m.insert("db_load".into(), json!(self.db_load));
+        m.insert("writes".into(), json!(self.writes));
+        m.insert("loaded".into(), json!(self.loaded));
+        Value::Object(m)
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Machine {
+    nproc: usize,
+    ram_gb: f64,
+    cpu: String,
+    postgres: String,
+}
+
+fn machine() -> Machine {
+    let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let ram_kb: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let postgres = std::process::Command::new("psql")
+        .args(["--version"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    Machine { nproc, ram_gb: (ram_kb / 1024.0 / 1024.0 * 10.0).round() / 10.0, cpu, postgres }
+}
+
+fn git_commit() -> String {
+    let run = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = run(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty {
+        format!("{commit} (with uncommitted changes)")
+    } else {
+        commit
+    }
+}
+
+/// Each headline figure: (results.json key, label, target text, does it meet it).
+fn headlines(v: &Value) -> Vec<(&'static str, &'static str, &'static str, Option<bool>)> {
+    let f = |k: &str| v.get(k).and_then(Value::as_f64);
+    let le = |k: &str, t: f64| f(k).map(|x| x <= t);
+    let ge = |k: &str, t: f64| f(k).map(|x| x >= t);
+    vec![
+        ("failures_page_p50_ms", "Failures page (HTML, as first opened), p50", "—", None),
+        (
+            "failures_page_p95_ms",
+            "Failures page (HTML, as first opened), p95",
+            "≤ 25 ms",
+            le("failures_page_p95_ms", 25.0),
+        ),
+        (
+            "failures_worst_p95_ms",
+            "Failures, worst p95 of page/API/facets, any cause filter",
+            "≤ 25 ms",
+            le("failures_worst_p95_ms", 25.0),
+        ),
+        (
+            "failures_page_vs_sql",
+            "Failures page p50 ÷ raw list query p50",
+            "≤ 1.5",
+            le("failures_page_vs_sql", 1.5),
+        ),
+        (
+            "failures_api_vs_sql",
+            "Failures API p50 ÷ raw list query p50",
+            "≤ 1.5",
+            le("failures_api_vs_sql", 1.5),
+        ),
+        ("timeline_p95_ms", "Timeline, 15 min (page and API), p95", "≤ 50 ms", le("timeline_p95_ms", 50.0)),
+        ("timeline_page_html_kb", "Timeline page HTML, 15 min (KB, uncompressed)", "no full outputs", None),
+        (
+            "overview_p95_ms",
+            "Overview (page, API 1h/6h/24h/7d), worst p95",
+            "≤ 100 ms",
+            le("overview_p95_ms", 100.0),
+        ),
+        (
+            "task_page_p95_ms",
+            "Task with 50 runs (page and API), p95",
+            "≤ 20 ms",
+            le("task_page_p95_ms", 20.0),
+        ),
+        ("workers_page_p95_ms", "Workers (page, API 24h), p95", "≤ 50 ms", le("workers_page_p95_ms", 50.0)),
+        ("live_latency_p50_ms", "Live latency (run committed → SSE event), p50", "—", None),
+        ("live_latency_p95_ms", "Live latency, p95", "≤ 250 ms", le("live_latency_p95_ms", 250.0)),
+        (
+            "db_load_ratio_200_vs_1",
+            "Database load, 200 live clients ÷ 1 (committed statements/s)",
+            "≤ 1.2",
+            // Fewer statements complete on a saturated server: then the ratio cannot be judged.
+            if v.get("db_load_saturated").and_then(Value::as_bool) == Some(true) {
+                None
+            } else {
+                le("db_load_ratio_200_vs_1", 1.2)
+            },
+        ),
+        (
+            "db_load_ratio_200_vs_1_active_sessions",
+            "Database load, 200 live clients ÷ 1 (average active sessions)",
+            "≤ 1.2",
+            le("db_load_ratio_200_vs_1_active_sessions", 1.2),
+        ),
+        (
+            "runner_write_ratio",
+            "Runner write throughput, with lastword ÷ without",
+            "≥ 0.95",
+            ge("runner_write_ratio", 0.95),
+        ),
+        (
+            "page_weight_gz_kb",
+            "First-visit page weight (wasm + js + css, compressed)",
+            "≤ 350 KB",
+            le("page_weight_gz_kb", 350.0),
+        ),
+        (
+            "rss_200_clients_mb",
+            "Server RSS with 200 live clients (MB)",
+            "≤ 150 MB",
+            le("rss_200_clients_mb", 150.0),
+        ),
+        ("rows_runs", "rows: runs", "10 M at scale 1", None),
+        ("rows_tasks", "rows: tasks", "2 M at scale 1", None),
+    ]
+}
+
+fn fmt_num(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(x) if n.is_f64() => {
+                if x.abs() >= 100.0 {
+                    format!("{x:.0}")
+                } else if x.abs() >= 10.0 {
+                    format!("{x:.1}")
+                } else {
+                    format!("{x:.2}")
+                }
+            }
+            _ => n.to_string(),
+        },
+        Some(Value::Null) | None => "not measured".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+pub fn markdown(r: &Results, v: &Value) -> String {
+    let mut s = String::new();
+    let m = machine();
+    let _ = writeln!(s, "# Benchmarks\n");
+    let _ = writeln!(
+        s,
+        "Produced by `scripts/bench` (the `lastword-bench` crate, `bench/`): a production-shaped data set \
+         loaded into a fresh PostgreSQL database, the real `lastword` server (the `--server-bin` of \
+         the command below, started with the `LEPTOS_*` variables) measured over HTTP while a live write load of the runner library runs (issue 9). \
+         Benchmarks report figures; nothing here is asserted.\n"
+    );
+    let _ = writeln!(s, "| | |\n|---|---|");
+    let _ = writeln!(s, "| date | {} |", r.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let _ = writeln!(
+        s,
+        "| machine | {} cores ({}), {} GB RAM; {} on the same machine |",
+        m.nproc, m.cpu, m.ram_gb, m.postgres
+    );
+    let loaded = if r.reused {
+        format!("a kept database (--reuse-db), loaded in {:.0} s by an earlier run", r.load_secs)
+    } else {
+        format!("loaded in {:.0} s", r.load_secs)
+    };
+    let _ = writeln!(
+        s,
+        "| scale | {} ({} runs, {} tasks, {} effects; {loaded}) |",
+        r.scale,
+        fmt_num(v.get("rows_runs")),
+        fmt_num(v.get("rows_tasks")),
+        fmt_num(v.get("rows_effects"))
+    );
+    let _ = writeln!(s, "| git commit | {} |", r.commit);
+    let _ = writeln!(s, "| command | `{}` |", r.command);
+    let _ = writeln!(s, "| total time | {:.0} s |\n", r.total_secs);
+
+    let _ = writeln!(s, "## Figures and targets\n");
+    let _ = writeln!(s, "| figure | `results.json` key | measured | target | met |\n|---|---|---|---|---|");
+    for (key, label, target, met) in headlines(v) {
+        let met = match met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "",
+        };
+        let _ = writeln!(s, "| {label} | `{key}` | {} | {target} | {met} |", fmt_num(v.get(key)));
+    }
+
+    let _ = writeln!(s, "\n## Hot reads through the server (ms)\n");
+    let _ = writeln!(s, "| read | path | n | min | p50 | p95 | body KB |\n|---|---|---|---|---|---|---|");
+    for read in &r.reads {
+        let x = &read.summary;
+        let enc = read.encoding.as_deref().map(|e| format!(" ({e})")).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "| {} | `{}` | {} | {:.2} | {:.2} | {:.2} | {:.1}{enc} |",
+            read.name,
+            read.path,
+            x.n,
+            x.min_ms,
+            x.p50_ms,
+            x.p95_ms,
+            read.bytes as f64 / 1024.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nA read that is slow stops after its time budget, so n can be smaller than requested.\n"
+    );
+
+    let _ = writeln!(s, "## The same list answers as raw SQL (the floor, ms)\n");
+    let _ = writeln!(s, "| query | n | min | p50 | p95 |\n|---|---|---|---|---|");
+    for (name, x) in &r.sql_floor {
+        let _ = writeln!(s, "| {name} | {} | {:.2} | {:.2} | {:.2} |", x.n, x.min_ms, x.p50_ms, x.p95_ms);
+    }
+
+    let _ = writeln!(s, "\n## Query plans (`EXPLAIN (ANALYZE, BUFFERS)`, full text in `explain.txt`)\n");
+    let _ = writeln!(s, "| query | execution ms | Seq Scan on runs |\n|---|---|---|");
+    for p in &r.explain {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |",
+            p.name,
+            p.execution_ms.map(|x| format!("{x:.1}")).unwrap_or_default(),
+            if p.seq_scan_on_runs { "**yes**" } else { "no" }
+        );
+    }
+
+    if let Some(live) = &r.live {
+        let _ = writeln!(s, "\n## Live latency\n");
+        let _ = writeln!(
+            s,
+            "{} samples: {} (events not received within 10 s: {})",
+            live.summary.n, live.summary, live.missed
+        );
+    }
+
+    if let Some(d) = &r.db_load {
+        let _ = writeln!(s, "\n## Database load of open dashboards\n");
+        let _ = writeln!(
+            s,
+            "Simulated tabs refetch through {:?} after each `changes` event, at most once a second. \
+             \"dashboard xact/s\" = bench database commits/s minus the live fleet's own. Server counter: {}.\n",
+            d.calls,
+            d.server_counter.as_deref().unwrap_or("none exported")
+        );
+        if d.saturated {
+            let _ = writeln!(
+                s,
+                "**Saturated:** with {} tabs the server answered far fewer refetches than the tabs asked \
+                 for, so fewer statements completed; the committed-statement ratio understates the load. \
+                 Average active sessions (the database time the dashboard takes) is the figure to read.\n",
+                r.clients
+            );
+        }
+        let _ = writeln!(s, "| page | tabs | dashboard xact/s | all xact/s | active sessions | server counter/s | refetches/s | refetch p50 / p95 ms | server RSS MB |\n|---|---|---|---|---|---|---|---|---|");
+        for p in &d.phases {
+            let _ = writeln!(
+                s,
+                "| {:?} | {} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {:.1} / {:.1} | {} |",
+                p.page,
+                p.clients,
+                p.dashboard_xact_per_s,
+                p.xact_per_s,
+                p.active_sessions,
+                p.server_counter_per_s.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into()),
+                p.refetches_per_s,
+                p.refetch.p50_ms,
+                p.refetch.p95_ms,
+                p.rss_max_mb.map(|x| format!("{x:.0}")).unwrap_or_default()
+            );
+        }
+    }
+
+    if let Some(w) = &r.writes {
+        let _ = writeln!(
+            s,
+            "\n## Runner write throughput ({} clients, {} leased tasks)\n",
+            w.clients, w.leased_tasks
+        );
+        let _ = writeln!(s, "| loop | installed tx/s | without tx/s | ratio |\n|---|---|---|---|");
+        for (lp, with, without, ratio) in &w.loops {
+            let _ = writeln!(s, "| {lp:?} | {with:.0} | {without:.0} | {ratio:.3} |");
+        }
+        let _ = writeln!(s, "| overall (geometric mean) | | | {:.3} |", w.ratio);
+        let _ = writeln!(s, "\nEach phase:\n\n| # | mode | loop | tx/s |\n|---|---|---|---|");
+        for x in &w.samples {
+            let _ = writeln!(s, "| {} | {:?} | {:?} | {:.0} |", x.alternation, x.mode, x.lp, x.tx_per_s);
+        }
+    }
+
+    if let Some(p) = &r.page_weight {
+        let _ = writeln!(s, "\n## First-visit page weight (`Accept-Encoding: gzip, br`)\n");
+        let _ = writeln!(s, "| file | KB on the wire | encoding |\n|---|---|---|");
+        for (f, b, e) in &p.files {
+            let _ =
+                writeln!(s, "| `{f}` | {:.1} | {} |", *b as f64 / 1024.0, e.as_deref().unwrap_or("identity"));
+        }
+        let _ = writeln!(
+            s,
+            "| total | {:.1} (uncompressed {:.1}) | |",
+            p.total_bytes as f64 / 1024.0,
+            p.uncompressed_bytes as f64 / 1024.0
+        );
+    }
+
+    if let Some(l) = &r.loaded {
+        let _ = writeln!(s, "\n## The data set\n");
+        let _ = writeln!(
+            s,
+            "Runs per state (as the dashboard decides it at load time):\n\n| state | runs |\n|---|---|"
+        );
+        for (state, n) in &l.states {
+            let _ = writeln!(s, "| {state} | {n} |");
+        }
+        let _ = writeln!(
+            s,
+            "\nTasks with effects under two or more epochs (double executions): {}.",
+            l.double_executions
+        );
+    }
+    s
+}
+
+pub fn write(args: &Args, r: &Results) -> anyhow::Result<()> {
+    let (md, json_path, explain_path) = args.out_paths();
+    for p in [&md, &json_path, &explain_path] {
+        if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+    }
+    let v = r.json();
+    std::fs::write(&json_path, serde_json::to_string_pretty(&v)? + "\n")?;
+    std::fs::write(&md, markdown(r, &v))?;
+    let mut plans = String::new();
+    for p in &r.explain {
+        let _ = writeln!(
+            plans,
+            "==== {}{}\n{}",
+            p.name,
+            if p.seq_scan_on_runs { "   ** Seq Scan on runs **" } else { "" },
+            p.text
+        );
+    }
+    std::fs::write(&explain_path, plans)?;
+    println!("wrote {}, {}, {}", md.display(), json_path.display(), explain_path.display());
+    Ok(())
+}

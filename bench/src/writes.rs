@@ -1,0 +1,421 @@
+//! What lastword costs the runner it watches: the runner's own statements (exactly
+//! `lastword_runner::sql`, one transaction per move) in three loops — heartbeat, claim, finish —
+//! each with several concurrent clients on ~100 k leased/queued tasks, timed in alternating
+//! phases on the same database:
+//!
+//! - **installed**: lastword's triggers present and the dashboard server running (with one
+//!   open event stream, so its live feed is working);
+//! - **without**: every user trigger on the contract tables disabled and no server.
+//!
+//! The phases alternate (installed/without, then without/installed, …) so drift in the
+//! machine's load, which other builds share, falls on both sides. The ratio per loop is its
+//! throughput installed ÷ without over all alternations; the overall figure is their
+//! geometric mean.
+
+use crate::cli::Args;
+use crate::http::Client;
+use crate::server::Server;
+use anyhow::Context;
+use lastword_runner::sql;
+use sqlx::postgres::PgPool;
+use sqlx::{Connection, Executor};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Installed,
+    Without,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Loop {
+    Heartbeat,
+    Claim,
+    Finish,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Sample {
+    pub alternation: usize,
+    pub mode: Mode,
+    pub lp: Loop,
+    pub transactions: u64,
+    pub secs: f64,
+    pub tx_per_s: f64,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Writes {
+    pub clients: usize,
+    pub leased_tasks: usize,
+    pub samples: Vec<Sample>,
+    /// (loop, installed tx/s, without tx/s, ratio)
+    pub loops: Vec<(Loop, f64, f64, f64)>,
+    pub ratio: f64,
+}
+
+/// A lease one client holds and writes under.
+#[derive(Clone, Debug)]
+struct Lease {
+    task_id: i64,
+    run_id: i64,
+    epoch: i64,
+    owner: String,
+}
+
+/// Per client: leases to heartbeat (never used up) and leases to finish (used up, refilled by
+/// that client's claims).
+struct Pools {
+    heartbeat: Vec<Vec<Lease>>,
+    finish: Vec<Arc<Mutex<VecDeque<Lease>>>>,
+}
+
+pub async fn measure(
+    pool: &PgPool,
+    url: &str,
+    server: &mut Server,
+    http: &Client,
+    args: &Args,
+) -> anyhow::Result<Writes> {
+    let clients = args.write_clients;
+    let leased = ((50_000.0 * args.scale).round() as usize).max(8_000);
+    let pools = prepare(url, clients, leased).await.context("leasing the write-loop tasks")?;
+    let writers = crate::db::connect(url, clients as u32).await?;
+    let secs = Duration::from_secs(args.write_secs);
+    let mut mode = Mode::Installed;
+    let mut stream = open_stream(http).await?;
+    let mut samples = Vec::new();
+    for alternation in 0..args.alternations {
+        let order = if alternation % 2 == 0 {
+            [Mode::Installed, Mode::Without]
+        } else {
+            [Mode::Without, Mode::Installed]
+        };
+        for want in order {
+            if want != mode {
+                if let Some(s) = stream.take() {
+                    s.abort();
+                }
+                switch(pool, server, want).await?;
+                if want == Mode::Installed {
+                    stream = open_stream(http).await?;
+                }
+                mode = want;
+            }
+            for lp in [Loop::Heartbeat, Loop::Claim, Loop::Finish] {
+                let (transactions, took) = run_loop(&writers, lp, &pools, secs).await?;
+                let s = Sample {
+                    alternation,
+                    mode,
+                    lp,
+                    transactions,
+                    secs: took,
+                    tx_per_s: transactions as f64 / took,
+                };
+                println!(
+                    "writes: #{alternation} {mode:?} {lp:?}: {:.0} tx/s ({transactions} in {took:.1} s)",
+                    s.tx_per_s
+                );
+                samples.push(s);
+            }
+        }
+    }
+    if let Some(s) = stream.take() {
+        s.abort();
+    }
+    if mode != Mode::Installed {
+        switch(pool, server, Mode::Installed).await?;
+    }
+    writers.close().await;
+    release(url).await.context("releasing the write-loop leases")?;
+    let rate = |lp: Loop, mode: Mode| {
+        let (tx, secs) = samples
+            .iter()
+            .filter(|s| s.lp == lp && s.mode == mode)
+            .fold((0u64, 0f64), |(t, d), s| (t + s.transactions, d + s.secs));
+        tx as f64 / secs.max(1e-9)
+    };
+    let loops: Vec<(Loop, f64, f64, f64)> = [Loop::Heartbeat, Loop::Claim, Loop::Finish]
+        .into_iter()
+        .map(|lp| {
+            let (with, without) = (rate(lp, Mode::Installed), rate(lp, Mode::Without));
+            (lp, with, without, with / without)
+        })
+        .collect();
+    let ratio = loops.iter().map(|(_, _, _, r)| r.ln()).sum::<f64>() / loops.len() as f64;
+    let ratio = ratio.exp();
+    for (lp, with, without, r) in &loops {
+        println!("writes: {lp:?}: installed {with:.0} tx/s, without {without:.0} tx/s, ratio {r:.3}");
+    }
+    println!("writes: overall ratio (geometric mean) {ratio:.3}");
+    Ok(Writes { clients, leased_tasks: leased, samples, loops, ratio })
+}
+
+/// Leases `leased` fresh tasks (half to heartbeat, half to finish) with a running run each,
+/// written with triggers off: setting up the experiment is not part of it.
+async fn prepare(url: &str, clients: usize, leased: usize) -> anyhow::Result<Pools> {
+    let setup = setup_pool(url).await?;
+    let mut tx = setup.begin().await?;
+    let owners: Vec<(i64, String)> = sqlx::query_as(
+        "INSERT INTO tasks (kind, source, safety, status, payload, owner, lease_epoch, lease_expires_at, attempts, \
+           max_attempts, created_at, updated_at) \
+         SELECT 'send_digest', 'tick', 'idempotent', 'leased', '{\"bench\": \"write-loop\"}'::jsonb, \
+           CASE WHEN g % 2 = 0 THEN 'bench-heartbeat-' ELSE 'bench-finish-' END || (g / 2 % $2 + 1), \
+           1, now() + interval '1 day', 1, 3, now(), now() \
+         FROM generate_series(0, $1 - 1) g RETURNING id, owner",
+    )
+    .bind(leased as i64)
+    .bind(clients as i64)
+    .fetch_all(&mut *tx)
+    .await?;
+    let ids: Vec<i64> = owners.iter().map(|(id, _)| *id).collect();
+    let runs: Vec<(i64, i64, String)> = sqlx::query_as(
+        "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at) \
+         SELECT id, owner, 1, now(), now() + interval '1 day' FROM tasks \
+         WHERE id = ANY($1) ORDER BY id RETURNING id, task_id, worker",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *tx)
+    .await?;
+    // Enough queued tasks for the claim loops (a reused database had some claimed already).
+    sqlx::query(
+        "INSERT INTO tasks (kind, source, safety, status, payload, created_at, updated_at) \
+         SELECT 'triage_issue', 'notification', 'idempotent', 'queued', '{}'::jsonb, now(), now() \
+         FROM generate_series(1, GREATEST(0, $1 - (SELECT count(*) FROM tasks WHERE status = 'queued')))",
+    )
+    .bind(leased as i64)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    sqlx::raw_sql("ANALYZE tasks, runs").execute(&setup).await?;
+    setup.close().await;
+    anyhow::ensure!(
+        runs.len() == owners.len(),
+        "leased {} tasks but wrote {} runs",
+        owners.len(),
+        runs.len()
+    );
+    let mut pools = Pools {
+        heartbeat: vec![Vec::new(); clients],
+        finish: (0..clients).map(|_| Arc::new(Mutex::new(VecDeque::new()))).collect(),
+    };
+    for (run_id, task_id, owner) in runs {
+        let client = owner.rsplit('-').next().and_then(|n| n.parse::<usize>().ok()).unwrap_or(1) - 1;
+        let lease = Lease { task_id, run_id, epoch: 1, owner: owner.clone() };
+        if owner.starts_with("bench-heartbeat-") {
+            pools.heartbeat[client % clients].push(lease);
+        } else if let Ok(mut q) = pools.finish[client % clients].lock() {
+            q.push_back(lease);
+        }
+    }
+    println!("writes: leased {} tasks for {clients} clients", owners.len());
+    Ok(pools)
+}
+
+/// Removes what the write loops wrote (triggers off): their runs, the tasks they leased, and
+/// the leases their claims still hold (those tasks are queued again). A kept database then
+/// shows only its history and the live fleet — not tens of thousands of runs that all
+/// finished a minute ago on the timeline — and a later run can lease afresh.
+async fn release(url: &str) -> anyhow::Result<()> {
+    let setup = setup_pool(url).await?;
+    let mut tx = setup.begin().await?;
+    sqlx::query("DELETE FROM runs WHERE worker LIKE 'bench-%'").execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM tasks WHERE payload @> '{\"bench\": \"write-loop\"}'::jsonb")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "UPDATE tasks SET status = 'queued', owner = NULL, lease_expires_at = NULL \
+         WHERE status = 'leased' AND owner LIKE 'bench-%'",
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    setup.close().await;
+    Ok(())
+}
+
+/// One connection with triggers off: preparing and cleaning up is not part of the experiment.
+async fn setup_pool(url: &str) -> anyhow::Result<PgPool> {
+    let options = <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(url)?
+        .application_name("lastword-bench-setup")
+        .options([("session_replication_role", "replica")]);
+    Ok(sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await?)
+}
+
+async fn open_stream(http: &Client) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stream = crate::live::connect(http, tx).await?;
+    crate::live::wait_open(&mut rx).await?;
+    // Drain whatever arrives: the viewer is there, it does not refetch.
+    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    Ok(Some(tokio::spawn(async move {
+        let _ = stream.await;
+        drain.abort();
+    })))
+}
+
+/// Installed: triggers on, server up. Without: server down, every user trigger off.
+async fn switch(pool: &PgPool, server: &mut Server, to: Mode) -> anyhow::Result<()> {
+    let (verb, start) = match to {
+        Mode::Installed => ("ENABLE", true),
+        Mode::Without => ("DISABLE", false),
+    };
+    if !start {
+        server.stop().await;
+    }
+    for table in ["tasks", "runs", "effects", "operator_actions"] {
+        pool.execute(format!("ALTER TABLE {table} {verb} TRIGGER USER").as_str()).await?;
+    }
+    if start {
+        server.spawn().await?;
+    }
+    Ok(())
+}
+
+/// One loop with every client on its own connection for `secs`; committed transactions and
+/// the time they took.
+async fn run_loop(writers: &PgPool, lp: Loop, pools: &Pools, secs: Duration) -> anyhow::Result<(u64, f64)> {
+    let started = Instant::now();
+    let deadline = started + secs;
+    let handles: Vec<_> = (0..pools.finish.len())
+        .map(|c| {
+            let writers = writers.clone();
+            let heartbeat = pools.heartbeat[c].clone();
+            let finish = pools.finish[c].clone();
+            tokio::spawn(async move { client_loop(writers, lp, c, heartbeat, finish, deadline).await })
+        })
+        .collect();
+    let mut total = 0;
+    for h in handles {
+        total += h.await.context("write client")??;
+    }
+    Ok((total, started.elapsed().as_secs_f64()))
+}
+
+async fn client_loop(
+    writers: PgPool,
+    lp: Loop,
+    client: usize,
+    heartbeat: Vec<Lease>,
+    finish: Arc<Mutex<VecDeque<Lease>>>,
+    deadline: Instant,
+) -> anyhow::Result<u64> {
+    let mut conn = writers.acquire().await?;
+    let worker = format!("bench-claim-{}", client + 1);
+    let lease_len = chrono::Duration::hours(1);
+    let mut done = 0u64;
+    let mut i = 0usize;
+    while Instant::now() < deadline {
+        let now = chrono::Utc::now();
+        let mut tx = conn.begin().await?;
+        match lp {
+            Loop::Heartbeat => {
+                let Some(l) = heartbeat.get(i % heartbeat.len().max(1)) else { break };
+                i += 1;
+                let matched = sqlx::query(sql::HEARTBEAT_TASK)
+                    .bind(l.task_id)
+                    .bind(&l.owner)
+                    .bind(l.epoch)
+                    .bind(now + lease_len)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if matched == 0 {
+                    sqlx::query(sql::CURRENT_HOLDER).bind(l.task_id).execute(&mut *tx).await?;
+                } else {
+                    sqlx::query(sql::HEARTBEAT_RUN)
+                        .bind(l.run_id)
+                        .bind(now)
+                        .bind(now + lease_len)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            Loop::Claim => {
+                let claimed = claim(&mut tx, &worker, now, lease_len).await?;
+                match claimed {
+                    Some(l) => {
+                        if let Ok(mut q) = finish.lock() {
+                            q.push_back(l);
+                        }
+                    }
+                    None => {
+                        // The queue ran dry: count nothing more for this client.
+                        tx.commit().await?;
+                        break;
+                    }
+                }
+            }
+            Loop::Finish => {
+                let next = finish.lock().ok().and_then(|mut q| q.pop_front());
+                let Some(l) = next else { break };
+                let output = "no action needed";
+                let status: Option<String> = sqlx::query_scalar(sql::FINISH_SUCCESS_TASK)
+                    .bind(l.task_id)
+                    .bind(&l.owner)
+                    .bind(l.epoch)
+                    .bind(output)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if status.is_none() {
+                    sqlx::query(sql::CURRENT_HOLDER).bind(l.task_id).execute(&mut *tx).await?;
+                }
+                sqlx::query(sql::FINISH_RUN)
+                    .bind(l.run_id)
+                    .bind(now)
+                    .bind(output)
+                    .bind(None::<String>)
+                    .bind(None::<String>)
+                    .bind(i32::from(status.is_some()))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        done += 1;
+    }
+    Ok(done)
+}
+
+/// The claim transaction's statements (after BEGIN), as `Runner::claim` issues them.
+async fn claim(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    worker: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    lease_len: chrono::Duration,
+) -> anyhow::Result<Option<Lease>> {
+    let expires = now + lease_len;
+    loop {
+        let candidate: Option<(i64, String, i32, i32)> = sqlx::query_as(sql::postgres::CLAIM_CANDIDATE)
+            .bind(now)
+            .bind(None::<Vec<String>>)
+            .fetch_optional(&mut **tx)
+            .await?;
+        let Some((task_id, status, attempts, max_attempts)) = candidate else { return Ok(None) };
+        if status == "leased" && attempts >= max_attempts {
+            sqlx::query(sql::CLAIM_EXHAUSTED).bind(task_id).bind(now).execute(&mut **tx).await?;
+            continue;
+        }
+        let (epoch,): (i64,) = sqlx::query_as(sql::CLAIM_TAKE)
+            .bind(task_id)
+            .bind(worker)
+            .bind(expires)
+            .bind(now)
+            .fetch_one(&mut **tx)
+            .await?;
+        let run_id: i64 = sqlx::query_scalar(sql::CLAIM_RUN)
+            .bind(task_id)
+            .bind(worker)
+            .bind(epoch)
+            .bind(now)
+            .bind(expires)
+            .fetch_one(&mut **tx)
+            .await?;
+        return Ok(Some(Lease { task_id, run_id, epoch, owner: worker.to_string() }));
+    }
+}
