@@ -142,3 +142,26 @@ impl Stats {
         }
     }
 }
+
+/// Waits until the server's rollup maintainer has counted every closed 15-minute bucket of the
+/// loaded history (docs/counts.md): the loader writes with triggers off, so the maintainer
+/// backfills from `runs` after start-up, and the pages are only as fast as production's once
+/// that is done. Returns the seconds waited, or an error after `limit`.
+pub async fn wait_for_rollups(pool: &PgPool, limit: Duration) -> anyhow::Result<f64> {
+    const MISSING_SQL: &str = "SELECT (floor(extract(epoch FROM now()) / 900)::bigint \
+           - floor(extract(epoch FROM (SELECT MIN(claimed_at) FROM runs)) / 900)::bigint) \
+           - (SELECT COUNT(*) FROM run_rollup_buckets)";
+    let started = std::time::Instant::now();
+    loop {
+        let missing: Option<i64> = sqlx::query_scalar(MISSING_SQL).fetch_one(pool).await?;
+        let missing = missing.unwrap_or(0);
+        if missing <= 0 {
+            return Ok(started.elapsed().as_secs_f64());
+        }
+        anyhow::ensure!(
+            started.elapsed() < limit,
+            "the rollups were still {missing} buckets short after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

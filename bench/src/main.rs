@@ -68,6 +68,10 @@ async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report:
     println!("loaded {} runs, {} tasks in {:.1} s", loaded.rows_runs, loaded.rows_tasks, results.load_secs);
 
     let mut server = server::Server::start(args, &bench_db.url).await.context("starting the server")?;
+    results.rollup_backfill_secs = db::wait_for_rollups(&pool, std::time::Duration::from_secs(1800))
+        .await
+        .context("waiting for the server to count the loaded history")?;
+    println!("rollups counted the loaded history in {:.1} s", results.rollup_backfill_secs);
     let http = http::Client::new(server.base_url())?;
     let fleet = fleet::Fleet::start(&bench_db.url, args.fleet_workers).await?;
 

@@ -17,6 +17,11 @@ fn now() -> DateTime<Utc> {
     Utc.timestamp_opt(1_800_000_000, 0).unwrap()
 }
 
+/// The 15-minute rollup bucket of the 30-day cutoff.
+fn cutoff_bucket() -> i64 {
+    (now() - Duration::days(30)).timestamp().div_euclid(lastword_store::BUCKET_SECS)
+}
+
 fn new_task(kind: &str) -> NewTask {
     NewTask {
         kind: kind.into(),
@@ -73,6 +78,15 @@ async fn prune_deletes_only_settled_history(db: Db) {
     let lease = runner(&db, &clock).claim(None).await.unwrap().expect("the live task");
     assert_eq!(lease.task_id, live);
 
+    // The dashboard has counted the old history (docs/counts.md).
+    let store = lastword_store::store_for(db.clone(), Tokens::default());
+    while store.refresh_rollups(now()).await.unwrap().has_more() {}
+    let rolled_up = |db: Db| async move {
+        scalar(&db, "SELECT COUNT(*) FROM run_rollup_buckets WHERE bucket < $1", &[cutoff_bucket().into()])
+            .await
+    };
+    assert!(rolled_up(db.clone()).await > 0, "the old buckets were rolled up");
+
     let cutoff = now() - Duration::days(30);
     let options = PruneOptions { batch: 1, pause: std::time::Duration::ZERO };
     let mut progress_calls = 0;
@@ -96,6 +110,14 @@ async fn prune_deletes_only_settled_history(db: Db) {
         "live work is kept"
     );
     assert_eq!((count(&db, "runs", recent).await, count(&db, "effects", recent).await), (1, 1));
+
+    // The rollups forget what was deleted, and count again what is left: the live run only.
+    assert_eq!(rolled_up(db.clone()).await, 0);
+    while store.refresh_rollups(now()).await.unwrap().has_more() {}
+    let old_window =
+        store.overview(old - Duration::hours(1), old + Duration::hours(1), Duration::hours(1), now());
+    let counted: i64 = old_window.await.unwrap().by_state.iter().map(|(_, n)| n).sum();
+    assert_eq!(counted, 1, "only the live task's run is left in the old window");
 
     // Nothing older is left: a second prune finds nothing.
     let again = prune(&db, cutoff, PruneOptions::default(), |_| {}).await.unwrap();

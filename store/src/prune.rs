@@ -112,13 +112,13 @@ pub async fn prune(
     let bucket = cutoff.timestamp().div_euclid(crate::BUCKET_SECS);
     for sql in ROLLUP_SQL {
         match db {
-            Db::Postgres(p) => sqlx::query(sql).bind(bucket).execute(p).await?,
-            Db::Sqlite(p) => sqlx::query(sql).bind(bucket).execute(p).await?,
+            Db::Postgres(p) => sqlx::query(sql).bind(bucket).execute(p).await?.rows_affected(),
+            Db::Sqlite(p) => sqlx::query(sql).bind(bucket).execute(p).await?.rows_affected(),
         };
     }
     match db {
-        Db::Postgres(p) => sqlx::query(FLAGS_SQL).bind(cutoff).execute(p).await?,
-        Db::Sqlite(p) => sqlx::query(FLAGS_SQL).bind(cutoff).execute(p).await?,
+        Db::Postgres(p) => sqlx::query(FLAGS_SQL).bind(cutoff).execute(p).await?.rows_affected(),
+        Db::Sqlite(p) => sqlx::query(FLAGS_SQL).bind(cutoff).execute(p).await?.rows_affected(),
     };
     Ok(report)
 }

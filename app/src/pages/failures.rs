@@ -72,8 +72,10 @@ pub fn FailuresPage() -> impl IntoView {
                             Cause::ALL
                                 .into_iter()
                                 .map(|c| {
+                                    // A count with no rollup behind it stops at the cap: "10000+".
                                     let count = facets.as_ref().map(|f: &CauseFacets| {
-                                        f.counts.iter().find(|(fc, _)| *fc == c).map(|(_, n)| *n).unwrap_or(0)
+                                        let n = f.counts.iter().find(|(fc, _)| *fc == c).map(|(_, n)| *n).unwrap_or(0);
+                                        if f.capped.contains(&c) { format!("{n}+") } else { n.to_string() }
                                     });
                                     view! {
                                         <label class=format!("cause cause-{}", c.as_str())>

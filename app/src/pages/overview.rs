@@ -2,6 +2,7 @@
 
 use crate::api::overview::{get_overview, get_totals, WINDOWS};
 use crate::components::badges::{cause_label, state_mark, StateBadge};
+use crate::components::time::Time;
 use crate::pages::{error_view, live_version};
 use lastword_core::query::encode_component;
 use lastword_core::{Bucket, Overview, RunState};
@@ -136,6 +137,11 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
         </section>
         <section aria-labelledby="states-title">
             <h2 id="states-title">{format!("Runs by state ({total})")}</h2>
+            {overview.counted_at.map(|t| view! {
+                <p class="muted" data-testid="counted-at">
+                    "Past quarter-hours counted at " <Time t=t short=true /> "; the current one is counted live."
+                </p>
+            })}
             <ul class="state-counts" data-testid="state-counts">
                 {overview
                     .by_state
