@@ -70,7 +70,7 @@ pub struct Read {
 
 /// The reads of issue 9, by name: (name, path, is a page).
 fn reads(loaded: &Loaded) -> Vec<(String, String, bool)> {
-    let failures = crate::explain::FAILURE_STATES.join(",");
+    let failures = crate::explain::failure_states();
     let task = loaded.task_50;
     let mut v: Vec<(String, String, bool)> = vec![
         ("failures_page".into(), "/failures".into(), true),

@@ -317,7 +317,7 @@ async fn effects_for(loader: &PgPool, lo: i64, hi: i64) -> anyhow::Result<()> {
 async fn state_mix(pool: &PgPool) -> anyhow::Result<Vec<(String, i64)>> {
     let sql = format!(
         "SELECT {} AS state, count(*) FROM runs r GROUP BY 1 ORDER BY 2 DESC",
-        crate::explain::STATE_SQL
+        lastword_store::explain::state_sql()
     );
     let rows: Vec<(String, i64)> = sqlx::query_as(&sql)
         .bind(chrono::Utc::now())

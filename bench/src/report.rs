@@ -383,13 +383,23 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         "\nA read that is slow stops after its time budget, so n can be smaller than requested.\n"
     );
 
-    let _ = writeln!(s, "## The same list answers as raw SQL (the floor, ms)\n");
+    let _ = writeln!(
+        s,
+        "## The same list answers as raw SQL (the floor, ms)\n\nThe store's own statements \
+         (`lastword_store::explain`), run directly on the database: what the server adds is the \
+         HTTP read's time above these.\n"
+    );
     let _ = writeln!(s, "| query | n | min | p50 | p95 |\n|---|---|---|---|---|");
     for (name, x) in &r.sql_floor {
         let _ = writeln!(s, "| {name} | {} | {:.2} | {:.2} | {:.2} |", x.n, x.min_ms, x.p50_ms, x.p95_ms);
     }
 
-    let _ = writeln!(s, "\n## Query plans (`EXPLAIN (ANALYZE, BUFFERS)`, full text in `explain.txt`)\n");
+    let _ = writeln!(
+        s,
+        "\n## Query plans (`EXPLAIN (ANALYZE, BUFFERS)`, full text in `explain.txt`)\n\nEvery \
+         statement the store runs for a hot read, as it runs it (`lastword_store::explain::hot_reads`): \
+         counts read the rollups, with raw runs only for the window's uncovered edges.\n"
+    );
     let _ = writeln!(s, "| query | execution ms | Seq Scan on runs |\n|---|---|---|");
     for p in &r.explain {
         let _ = writeln!(

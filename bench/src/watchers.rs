@@ -168,7 +168,7 @@ async fn post_fn(client: &Client, path: &str, form: &str) -> anyhow::Result<()> 
 
 /// The page's data, fetched the way its resources do (concurrently).
 async fn refetch(client: &Client, page: Page, calls: Calls) -> anyhow::Result<()> {
-    let failures = crate::explain::FAILURE_STATES.join(",");
+    let failures = crate::explain::failure_states();
     match (page, calls) {
         (Page::Failures, Calls::ServerFn) => post_fn(client, "/api/fn/failures", "query=").await,
         (Page::Failures, Calls::Api) => {

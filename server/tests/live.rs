@@ -445,6 +445,68 @@ on_both_backends!(
     fifty_clients_one_watcher_on_postgres
 );
 
+// (e) Two servers behind a load balancer on one database: their streams carry the same changes
+// under the same ids, a cursor from one resumes at the other, and an operator's action through
+// one reaches the other's shared reads as soon as its hub reads the change (no shared memory).
+async fn two_servers_one_database(db: Db) {
+    let (a, b) = (Server::start(&db).await, Server::start(&db).await);
+    let mut at_a = a.connect(None).await;
+    let mut at_b = b.connect(None).await;
+    at_a.expect("status").await;
+    at_b.expect("status").await;
+
+    let task_id =
+        enqueue(&db, &NewTask { max_attempts: 1, ..new_task("balanced") }, Utc::now()).await.unwrap();
+    let worker = runner(&db, "w1");
+    let lease = worker.claim(None).await.unwrap().expect("a lease");
+    let failed = Outcome::Failed { cause: lastword_core::ErrorCause::Crash, detail: "boom".into() };
+    worker.finish(lease, failed).await.unwrap();
+    let logged = logged_after(&db, 0).await;
+    assert_eq!(at_a.changes_until(&ids(&logged)).await, logged);
+    assert_eq!(at_b.changes_until(&ids(&logged)).await, logged, "the same changes, the same ids");
+
+    // Both servers' shared reads see the dead task at their own hub's version.
+    let now = lastword_core::read_now();
+    for server in [&a, &b] {
+        let task = server.state.store.task(task_id).await.unwrap().unwrap();
+        assert_eq!((task.status.as_str(), task.lease_epoch), ("dead", 1));
+        assert_eq!(server.state.store.task_runs(task_id, now).await.unwrap().len(), 1);
+    }
+
+    // A cursor handed out by A, used at B (the balancer sent the reconnect elsewhere).
+    let cursor = at_a.last_id.clone().expect("a cursor from A");
+    drop(at_a);
+    let request = lastword_core::ActionRequest {
+        reason: "re-run after the crash fix".into(),
+        expected_epoch: Some(1),
+        expected_status: Some("dead".into()),
+        ..Default::default()
+    };
+    let outcome = b
+        .state
+        .store
+        .act(task_id, lastword_core::ActionKind::Requeue, &request, "alice", lastword_core::write_now())
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Some(lastword_core::ActionOutcome::Applied { .. })), "{outcome:?}");
+    let missed = logged_after(&db, cursor.parse().unwrap()).await;
+    assert!(!missed.is_empty(), "the re-queue is logged");
+    let mut resumed = b.connect(Some(&cursor)).await;
+    assert_eq!(resumed.expect("status").await.data, "db_up");
+    assert_eq!(resumed.expect("changes").await.changes(), missed, "exactly what A's client missed");
+
+    // A never saw the action's invalidation, only the change log: its reads catch up by version.
+    let latest = changes::latest_change_id(&db).await.unwrap();
+    eventually("A's hub to read the re-queue", || a.hub().watermark() == Some(latest)).await;
+    let task = a.state.store.task(task_id).await.unwrap().unwrap();
+    assert_eq!((task.status.as_str(), task.lease_epoch), ("queued", 2), "A's shared read is not stale");
+}
+on_both_backends!(
+    two_servers_one_database,
+    two_servers_share_one_database_on_sqlite,
+    two_servers_share_one_database_on_postgres
+);
+
 /// A database outage is shown (`status: db_down`), survived (the stream stays open) and
 /// recovered from (`db_up`, then changes flow again, nothing written meanwhile is missed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

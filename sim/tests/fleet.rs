@@ -142,6 +142,10 @@ async fn the_tour_alone_shows_every_kind_of_event(db: Db) {
         rate_empty: 0.0,
         ..FleetConfig::default()
     });
+    // A lease of a second (not `fast`'s 300 ms) leaves every healthy run — at most 200 ms of
+    // work — five times its work in slack, so a loaded CI machine cannot turn one into a lost
+    // lease and break the exact counts below; only the tour's slow task outlives its lease.
+    let config = FleetConfig { lease: Duration::from_secs(1), ..config };
     let report = run_fleet(db.clone(), config, std::future::pending()).await.unwrap();
     let seen = check(&db, &report).await;
     // Exactly the tour's faults, nothing from the (zero) rates.

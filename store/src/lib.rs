@@ -9,6 +9,7 @@ mod actions;
 pub mod changes;
 mod connect;
 mod error;
+pub mod explain;
 mod postgres;
 pub mod prune;
 mod queries;

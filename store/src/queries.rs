@@ -425,6 +425,19 @@ pub(crate) fn timeline(
     buf
 }
 
+/// A task's runs, oldest claim first (the task page).
+pub(crate) fn task_runs(d: &Dialect, task_id: i64, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
+    let mut buf = SqlBuf::with_state_params(now, tokens);
+    let id = buf.arg(Value::I64(task_id));
+    let sql = format!(
+        "SELECT {}, {} AS state FROM runs r WHERE r.task_id = {id} ORDER BY r.lease_epoch, r.id",
+        crate::rows::RUN_COLUMNS,
+        d.state_sql
+    );
+    buf.push(&sql);
+    buf
+}
+
 // ---- Folding rows into the view types (pure, shared by both backends).
 
 fn parse_state(s: &str) -> RunState {

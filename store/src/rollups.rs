@@ -249,6 +249,25 @@ fn attention_sql(since: DateTime<Utc>, until: DateTime<Utc>, now: DateTime<Utc>,
     buf
 }
 
+/// The overview's two statements: counts (rollups plus raw runs, per series bucket of
+/// `bucket`) and attention.
+pub(crate) fn overview_sql(
+    d: &Dialect,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    bucket: Duration,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> (SqlBuf, SqlBuf) {
+    let bucket_secs = bucket.num_seconds().max(1);
+    let mut w = Window::new(Some(since), Some(until), now);
+    // A rollup bucket must lie in one series bucket: whole multiples only, epoch-aligned.
+    if bucket_secs % BUCKET_SECS != 0 {
+        w = w.raw_only();
+    }
+    (overview_counts_sql(d, &w, bucket_secs, now, tokens), attention_sql(since, until, now, tokens))
+}
+
 /// The overview from rollups plus raw counts (see the module header).
 pub(crate) async fn overview(
     db: &Db,
@@ -260,12 +279,7 @@ pub(crate) async fn overview(
 ) -> Result<Overview, StoreError> {
     let d = dialect(db);
     let bucket_secs = bucket.num_seconds().max(1);
-    let mut w = Window::new(Some(since), Some(until), now);
-    // A rollup bucket must lie in one series bucket: whole multiples only, epoch-aligned.
-    if bucket_secs % BUCKET_SECS != 0 {
-        w = w.raw_only();
-    }
-    let buf = overview_counts_sql(d, &w, bucket_secs, now, tokens);
+    let (buf, attention) = overview_sql(d, since, until, bucket, now, tokens);
     let rows: Vec<OverviewRow> =
         on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
     let mut counted_at: Option<DateTime<Utc>> = None;
@@ -287,9 +301,8 @@ pub(crate) async fn overview(
     let series = queries::fold_series(&series_rows, since, until, bucket_secs);
     let silent_runs = by_state.iter().find(|(s, _)| *s == RunState::Silent).map_or(0, |(_, n)| *n);
 
-    let buf = attention_sql(since, until, now, tokens);
     let (flagged, dead_tasks, flags_at): (Option<i64>, i64, Option<DateTime<Utc>>) =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
+        on_db!(db, p => bind_values!(sqlx::query_as(&attention.sql), &attention.args).fetch_one(p).await?);
     let needs_compensation = match flagged {
         Some(n) => {
             counted_at = min_time(counted_at, flags_at);
@@ -380,6 +393,20 @@ type FacetRow = (Option<String>, Option<String>, i64, Option<DateTime<Utc>>);
 
 type CappedRow = (i64, i64, i64, i64, i64, i64, i64, i64);
 
+/// The statement of [`cause_facets`]: rollups for time filters, else capped counts.
+pub(crate) fn cause_facets_sql(
+    d: &Dialect,
+    filter: &RunFilter,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> SqlBuf {
+    if facets_from_rollups(filter) {
+        facets_sql(d, &Window::new(filter.since, filter.until, now), now, tokens)
+    } else {
+        capped_facets_sql(d, filter, now, tokens)
+    }
+}
+
 /// Failure counts per cause for `filter` (its own states and causes ignored): from rollups for
 /// time filters, else counted from `runs` up to [`FACET_CAP`] per cause.
 pub(crate) async fn cause_facets(
@@ -388,9 +415,8 @@ pub(crate) async fn cause_facets(
     filter: &RunFilter,
     now: DateTime<Utc>,
 ) -> Result<CauseFacets, StoreError> {
-    let d = dialect(db);
+    let buf = cause_facets_sql(dialect(db), filter, now, tokens);
     if !facets_from_rollups(filter) {
-        let buf = capped_facets_sql(d, filter, now, tokens);
         let row: CappedRow =
             on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
         let found = [row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7];
@@ -403,8 +429,6 @@ pub(crate) async fn cause_facets(
         }
         return Ok(facets);
     }
-    let w = Window::new(filter.since, filter.until, now);
-    let buf = facets_sql(d, &w, now, tokens);
     let rows: Vec<FacetRow> =
         on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
     let mut counted_at = None;
@@ -440,6 +464,16 @@ fn workers_sql(d: &Dialect, w: &Window, now: DateTime<Utc>, tokens: &Tokens) -> 
     buf
 }
 
+/// The workers page's activity statement: runs claimed since `since`, per worker.
+pub(crate) fn workers_activity_sql(
+    d: &Dialect,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> SqlBuf {
+    workers_sql(d, &Window::new(Some(since), None, now), now, tokens)
+}
+
 /// The workers page: activity from rollups plus raw counts, merged with the leases held now.
 pub(crate) async fn workers(
     db: &Db,
@@ -447,8 +481,7 @@ pub(crate) async fn workers(
     since: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<WorkerSummary>, StoreError> {
-    let d = dialect(db);
-    let buf = workers_sql(d, &Window::new(Some(since), None, now), now, tokens);
+    let buf = workers_activity_sql(dialect(db), since, now, tokens);
     let activity: Vec<queries::ActivityRow> =
         on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
     let leases: Vec<queries::LeaseRow> =

@@ -95,16 +95,9 @@ macro_rules! impl_store {
                 task_id: i64,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Vec<lastword_core::Run>, $crate::StoreError> {
-                let sql = format!(
-                    "SELECT {}, {} AS state FROM runs r WHERE r.task_id = $4 ORDER BY r.lease_epoch, r.id",
-                    $crate::rows::RUN_COLUMNS,
-                    dialect::STATE_SQL
-                );
-                let query = sqlx::query_as::<_, $crate::rows::RunRow>(&sql);
-                let rows = $crate::shared::bind_state_params!(query, now, self.tokens)
-                    .bind(task_id)
-                    .fetch_all(&self.pool)
-                    .await?;
+                let buf = $crate::queries::task_runs(&dialect::DIALECT, task_id, now, &self.tokens);
+                let query = sqlx::query_as::<_, $crate::rows::RunRow>(&buf.sql);
+                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
                 Ok(rows.into_iter().map(Into::into).collect())
             }
 
