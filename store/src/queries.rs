@@ -289,6 +289,7 @@ pub(crate) fn list_runs(
 
 /// Failure runs matching the filter (its states and causes ignored), counted per state and
 /// error; the caller folds them into causes with `rows::cause_of`.
+#[cfg(feature = "testing")] // counts from history: the rollups' oracle in the tests
 pub(crate) fn cause_facets(d: &Dialect, filter: &RunFilter, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
     let mut buf = SqlBuf::with_state_params(now, tokens);
     let mut conds = filter_conditions(d, &mut buf, filter, false);
@@ -304,6 +305,7 @@ pub(crate) fn cause_facets(d: &Dialect, filter: &RunFilter, now: DateTime<Utc>, 
 }
 
 /// Runs claimed in `[since, until)` counted per state and error.
+#[cfg(feature = "testing")] // counts from history: the rollups' oracle in the tests
 pub(crate) fn overview_counts(
     d: &Dialect,
     since: DateTime<Utc>,
@@ -324,6 +326,7 @@ pub(crate) fn overview_counts(
 
 /// Runs claimed in `[since, until)` counted per time bucket (epoch seconds / `bucket_secs`)
 /// and state.
+#[cfg(feature = "testing")] // counts from history: the rollups' oracle in the tests
 pub(crate) fn overview_series(
     d: &Dialect,
     since: DateTime<Utc>,
@@ -376,6 +379,7 @@ pub(crate) fn attention(
 }
 
 /// Per worker with runs claimed since `since`: runs, failures, last claim, last heartbeat.
+#[cfg(feature = "testing")] // counts from history: the rollups' oracle in the tests
 pub(crate) fn worker_activity(
     d: &Dialect,
     since: DateTime<Utc>,

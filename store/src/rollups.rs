@@ -491,6 +491,7 @@ pub(crate) async fn workers(
 
 // ---- The oracle: the same answers counted from history (the queries before rollups).
 
+#[cfg(feature = "testing")]
 /// [`overview`] counted from `runs` alone.
 pub(crate) async fn raw_overview(
     db: &Db,
@@ -524,6 +525,7 @@ pub(crate) async fn raw_overview(
     })
 }
 
+#[cfg(feature = "testing")]
 /// [`cause_facets`] counted from `runs` alone, uncapped.
 pub(crate) async fn raw_cause_facets(
     db: &Db,
@@ -538,6 +540,7 @@ pub(crate) async fn raw_cause_facets(
     Ok(CauseFacets { counts, counted_at: None, capped: Vec::new() })
 }
 
+#[cfg(feature = "testing")]
 /// [`workers`] counted from `runs` alone.
 pub(crate) async fn raw_workers(
     db: &Db,
