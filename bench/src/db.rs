@@ -72,6 +72,16 @@ pub async fn connect(url: &str, max: u32) -> anyhow::Result<PgPool> {
         .await?)
 }
 
+/// A pool whose sessions are set as the server's store sets its own (JIT off), so the raw-SQL
+/// floor and the plans are those of the server's reads.
+pub async fn connect_like_store(url: &str) -> anyhow::Result<PgPool> {
+    let options = PgConnectOptions::from_str(url)?
+        .application_name("lastword-bench-floor")
+        .disable_statement_logging()
+        .options(lastword_store::explain::session_settings().iter().copied());
+    Ok(PgPoolOptions::new().max_connections(2).connect_with(options).await?)
+}
+
 /// `lastword migrate` against the bench database: the schema the server under test ships.
 pub async fn migrate(server_bin: &Path, url: &str) -> anyhow::Result<()> {
     let status = tokio::process::Command::new(server_bin)

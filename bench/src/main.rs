@@ -83,8 +83,9 @@ async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report:
             std::time::Duration::from_secs(args.read_budget_secs),
         )
         .await?;
-        results.sql_floor = explain::measure_floor(&pool, args.requests).await?;
-        results.explain = explain::explain_hot_queries(&pool, &loaded).await?;
+        let like_store = db::connect_like_store(&bench_db.url).await?;
+        results.sql_floor = explain::measure_floor(&like_store, args.requests).await?;
+        results.explain = explain::explain_hot_queries(&like_store, &loaded).await?;
         if !args.no_page_weight {
             results.page_weight = Some(http::page_weight(&http).await?);
         }

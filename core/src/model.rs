@@ -147,10 +147,14 @@ pub struct OperatorAction {
     pub created_at: DateTime<Utc>,
 }
 
-/// Totals for the first page: proves the browser → server function → store path.
+/// Rows of the contract tables, for the overview's "All time". Exact while a table is small;
+/// past 100 000 rows PostgreSQL's catalogue estimate (counting 10 M runs per request would
+/// cost more than the rest of the page), and then `estimated` says so.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
     pub tasks: i64,
     pub runs: i64,
     pub effects: i64,
+    #[serde(default)]
+    pub estimated: bool,
 }

@@ -608,7 +608,8 @@ fn the_contract_document_quotes_every_statement() {
 /// primary key past the history — the walk measured 350 ms per claim at 2 M finished tasks.
 #[tokio::test]
 async fn the_claim_reads_only_claimable_tasks_on_postgres() {
-    let Some(db) = lastword_store::testing::postgres("the_claim_reads_only_claimable_tasks_on_postgres").await
+    let Some(db) =
+        lastword_store::testing::postgres("the_claim_reads_only_claimable_tasks_on_postgres").await
     else {
         return;
     };

@@ -14,6 +14,12 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// Settings of every PostgreSQL session the store opens. JIT off: the dashboard's statements
+/// are short index lookups whose row estimates can be far off (ranges bound at run time); JIT
+/// compiling them cost 0.5-0.6 s a statement in the counts benchmark (docs/counts.md) and never
+/// pays back. `explain` applies the same settings, so its plans are the server's.
+pub(crate) const PG_SESSION_SETTINGS: &[(&str, &str)] = &[("jit", "off")];
+
 pub(crate) static PG_MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 pub(crate) static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
 
@@ -113,10 +119,7 @@ impl Db {
                 let options = PgConnectOptions::from_str(url)
                     .map_err(|e| StoreError::Config(format!("DATABASE_URL: {e}")))?
                     .application_name("lastword")
-                    // The dashboard's statements are short index lookups whose row estimates can
-                    // be far off (ranges bound at run time); JIT compiling them cost 0.6 s a
-                    // statement in the counts benchmark (docs/counts.md) and never pays back.
-                    .options([("jit", "off")])
+                    .options(PG_SESSION_SETTINGS.iter().copied())
                     .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_millis(500));
                 let pool = PgPoolOptions::new()
                     .max_connections(16)

@@ -29,18 +29,37 @@ impl Statement {
         &self.buf.sql
     }
 
-    /// Runs it and counts the rows it returns.
+    /// Runs it and counts the rows it returns: one round trip, for timing, so `pool` should
+    /// be connected with the store's [`session_settings`] to run it as the server does.
     pub async fn fetch_count(&self, pool: &PgPool) -> Result<usize, sqlx::Error> {
         Ok(bind_values!(sqlx::query(&self.buf.sql), &self.buf.args).fetch_all(pool).await?.len())
     }
 
-    /// `EXPLAIN (ANALYZE, BUFFERS)` of it: the plan as PostgreSQL prints it, one line per row.
+    /// `EXPLAIN (ANALYZE, BUFFERS)` of it, in a session set as the store's are: the plan as
+    /// PostgreSQL prints it, one line per row.
     pub async fn explain(&self, pool: &PgPool) -> Result<String, sqlx::Error> {
+        let mut tx = store_session(pool).await?;
         let sql = format!("EXPLAIN (ANALYZE, BUFFERS) {}", self.buf.sql);
         let lines: Vec<(String,)> =
-            bind_values!(sqlx::query_as(&sql), &self.buf.args).fetch_all(pool).await?;
+            bind_values!(sqlx::query_as(&sql), &self.buf.args).fetch_all(&mut *tx).await?;
+        tx.rollback().await?;
         Ok(lines.into_iter().map(|(l,)| l + "\n").collect())
     }
+}
+
+/// The settings of every PostgreSQL session the store opens (`PgConnectOptions::options`).
+pub fn session_settings() -> &'static [(&'static str, &'static str)] {
+    crate::connect::PG_SESSION_SETTINGS
+}
+
+/// A transaction on any pool with the store's session settings (`SET LOCAL`, so the pool's
+/// connection goes back as it was).
+async fn store_session(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    for (name, value) in crate::connect::PG_SESSION_SETTINGS {
+        sqlx::query("SELECT set_config($1, $2, true)").bind(*name).bind(*value).execute(&mut *tx).await?;
+    }
+    Ok(tx)
 }
 
 const PG: &queries::Dialect = &crate::postgres::dialect::DIALECT;

@@ -54,12 +54,31 @@ macro_rules! impl_store {
 
             #[tracing::instrument(skip(self), err)]
             async fn totals(&self) -> Result<lastword_core::Totals, $crate::StoreError> {
-                let (tasks, runs, effects): (i64, i64, i64) = sqlx::query_as(
-                    "SELECT (SELECT COUNT(*) FROM tasks), (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM effects)",
-                )
-                .fetch_one(&self.pool)
-                .await?;
-                Ok(lastword_core::Totals { tasks, runs, effects })
+                let estimates: Vec<(String, i64)> = match dialect::DIALECT.row_estimates {
+                    Some(sql) => sqlx::query_as(sql).fetch_all(&self.pool).await?,
+                    None => Vec::new(),
+                };
+                let mut counted = [0i64; 3];
+                let mut estimated = false;
+                for (slot, table) in counted.iter_mut().zip(["tasks", "runs", "effects"]) {
+                    let large = estimates
+                        .iter()
+                        .find(|(t, _)| t == table)
+                        .map(|(_, n)| *n)
+                        .filter(|n| *n >= $crate::queries::EXACT_TOTALS_BELOW);
+                    *slot = match large {
+                        Some(n) => {
+                            estimated = true;
+                            n
+                        }
+                        // The table name is one of the three literals above, never input.
+                        None => sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                            .fetch_one(&self.pool)
+                            .await?,
+                    };
+                }
+                let [tasks, runs, effects] = counted;
+                Ok(lastword_core::Totals { tasks, runs, effects, estimated })
             }
 
             #[tracing::instrument(skip(self), err)]

@@ -32,6 +32,8 @@ pub(crate) mod dialect {
         try_lock: None,
         id_list,
         raw_runs: "g JOIN runs r ON r.claimed_at >= g.lo AND r.claimed_at < g.hi",
+        // No catalogue estimates: totals are counted (the embedded database is the small one).
+        row_estimates: None,
     };
 
     /// `unixepoch` reads the RFC 3339 text (fraction and `+00:00` included); SQLite ≥ 3.38.

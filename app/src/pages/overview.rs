@@ -78,12 +78,19 @@ pub fn OverviewPage() -> impl IntoView {
                         .get()
                         .map(|result| match result {
                             Ok(t) => {
+                                // Large tables are PostgreSQL's estimate: marked, and said why.
+                                let shown = move |n: i64| if t.estimated { format!("≈ {n}") } else { n.to_string() };
                                 view! {
                                     <dl class="totals" data-testid="totals">
-                                        <div><dt>"Tasks"</dt><dd data-testid="total-tasks">{t.tasks}</dd></div>
-                                        <div><dt>"Runs"</dt><dd data-testid="total-runs">{t.runs}</dd></div>
-                                        <div><dt>"Effects"</dt><dd data-testid="total-effects">{t.effects}</dd></div>
+                                        <div><dt>"Tasks"</dt><dd data-testid="total-tasks">{shown(t.tasks)}</dd></div>
+                                        <div><dt>"Runs"</dt><dd data-testid="total-runs">{shown(t.runs)}</dd></div>
+                                        <div><dt>"Effects"</dt><dd data-testid="total-effects">{shown(t.effects)}</dd></div>
                                     </dl>
+                                    {t.estimated.then(|| view! {
+                                        <p class="muted" data-testid="totals-estimated">
+                                            "≈ PostgreSQL's estimate, kept current by autovacuum: tables past 100 000 rows are not counted per request."
+                                        </p>
+                                    })}
                                 }
                                     .into_any()
                             }
