@@ -475,8 +475,11 @@ async fn simulated_fleet_pages_through(db: Db) {
         ..lastword_sim::FleetConfig::default()
     };
     lastword_sim::run_fleet(db.clone(), config, std::future::pending()).await.unwrap();
-    // Let the leases of runs the fleet abandoned lapse, so no state changes while we read.
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    // Let the leases of runs the fleet abandoned lapse, so no state changes while we read; and
+    // more than a second, because reads ask as of now truncated to the second
+    // (`lastword_core::read_now`): a claim in the last fraction of a second would otherwise fall
+    // after the overview's window and be missing from its counts.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let api = Api::new(db);
     let total = api.store.totals().await.unwrap().runs;
     assert!(total > 20, "the fleet ran: {total}");

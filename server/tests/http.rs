@@ -97,7 +97,7 @@ async fn the_totals_server_function_answers_json() {
     assert_eq!(response.status(), StatusCode::OK);
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
     let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(json, serde_json::json!({"tasks": 1, "runs": 0, "effects": 0}));
+    assert_eq!(json, serde_json::json!({"tasks": 1, "runs": 0, "effects": 0, "estimated": false}));
 }
 
 #[tokio::test]
