@@ -13,8 +13,7 @@ use std::time::Instant;
 /// The failure states, comma-separated: what the Failures page lists when no state or cause is
 /// chosen (`?state=` of the API).
 pub fn failure_states() -> String {
-    let states: Vec<&str> =
-        RunState::ALL.into_iter().filter(|s| s.is_failure()).map(|s| s.as_str()).collect();
+    let states: Vec<&str> = RunState::failures().into_iter().map(|s| s.as_str()).collect();
     states.join(",")
 }
 

@@ -76,6 +76,11 @@ impl RunState {
     pub fn is_failure(self) -> bool {
         matches!(self, RunState::Silent | RunState::LostLease | RunState::Failed | RunState::EmptyOutput)
     }
+
+    /// The failure states in order: what the Failures page lists when no state or cause is chosen.
+    pub fn failures() -> Vec<RunState> {
+        RunState::ALL.into_iter().filter(|s| s.is_failure()).collect()
+    }
 }
 
 impl fmt::Display for RunState {

@@ -614,13 +614,7 @@ async fn the_claim_reads_only_claimable_tasks_on_postgres() {
         return;
     };
     let Db::Postgres(pool) = &db else { unreachable!() };
-    sqlx::query(
-        "INSERT INTO tasks (kind, source, safety, payload, status, created_at, updated_at) \
-         SELECT 'reply', 'notification', 'idempotent', '{}', 'completed', now(), now() FROM generate_series(1, 20000)",
-    )
-    .execute(pool)
-    .await
-    .unwrap();
+    lastword_store::testing::insert_completed_tasks(pool, 20_000).await;
     let fixture = Fixture::new(db.clone());
     let queued = fixture.task("reply").await;
     sqlx::query("ANALYZE tasks").execute(pool).await.unwrap();

@@ -66,10 +66,7 @@ const PG: &queries::Dialect = &crate::postgres::dialect::DIALECT;
 
 /// What the Failures page lists when no state or cause is chosen (as `app`'s server function).
 pub fn failure_filter() -> RunFilter {
-    RunFilter {
-        states: RunState::ALL.into_iter().filter(|s| s.is_failure()).collect(),
-        ..RunFilter::default()
-    }
+    RunFilter { states: RunState::failures(), ..RunFilter::default() }
 }
 
 /// The first page of the run list for `filter` (the Failures page and `/api/v1/runs`).

@@ -141,6 +141,19 @@ pub async fn insert_task(db: &Db, kind: &str, safety: &str, now: chrono::DateTim
     .await
 }
 
+/// Inserts `n` completed tasks in one statement (PostgreSQL): a long history for the tests of
+/// what must not slow down with it.
+pub async fn insert_completed_tasks(pool: &sqlx::PgPool, n: i64) {
+    sqlx::query(
+        "INSERT INTO tasks (kind, source, safety, payload, status, created_at, updated_at) \
+         SELECT 'reply', 'tick', 'idempotent', '{}', 'completed', now(), now() FROM generate_series(1, $1)",
+    )
+    .bind(n)
+    .execute(pool)
+    .await
+    .expect("insert completed tasks");
+}
+
 /// The overview counted from history alone, with the queries that predate the rollups: the
 /// oracle the rollup-backed [`Store::overview`](crate::Store::overview) must equal.
 pub async fn raw_overview(

@@ -49,13 +49,7 @@ async fn large_tables_total_from_the_catalogue_on_postgres() {
         return;
     };
     let Db::Postgres(pool) = &db else { unreachable!() };
-    sqlx::query(
-        "INSERT INTO tasks (kind, source, safety, payload, status, created_at, updated_at) \
-         SELECT 'reply', 'tick', 'idempotent', '{}', 'completed', now(), now() FROM generate_series(1, 100500)",
-    )
-    .execute(pool)
-    .await
-    .unwrap();
+    lastword_store::testing::insert_completed_tasks(pool, 100_500).await;
     let s = store(db.clone());
     let task = insert_task(&db, "reply", "unsafe", t0()).await;
     insert_run(&db, task, 1, "w1", t0(), None, None, None, None).await;

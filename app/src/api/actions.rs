@@ -51,7 +51,7 @@ mod ssr {
             .map_err(|e| ServerFnError::new(e.to_string()))?;
         // As the failures page lists: no state and no cause means every failure.
         if filter.states.is_empty() && filter.causes.is_empty() {
-            filter.states = lastword_core::RunState::ALL.into_iter().filter(|s| s.is_failure()).collect();
+            filter.states = lastword_core::RunState::failures();
         }
         Ok(lastword_core::BulkSelection::Filter(filter))
     }

@@ -21,7 +21,7 @@ pub async fn list_failures(query: String) -> Result<RunsAnswer, ServerFnError> {
         Err(e) => return Ok(RunsAnswer::BadFilter(e)),
     };
     if filter.states.is_empty() && filter.causes.is_empty() {
-        filter.states = lastword_core::RunState::ALL.into_iter().filter(|s| s.is_failure()).collect();
+        filter.states = lastword_core::RunState::failures();
     }
     let store = super::ssr::store()?;
     let (runs, facets) =
