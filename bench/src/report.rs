@@ -118,6 +118,10 @@ impl Results {
         );
         m.insert("runner_write_ratio".into(), num(self.writes.as_ref().map(|w| w.ratio)));
         m.insert(
+            "runner_write_ratio_triggers_only".into(),
+            num(self.writes.as_ref().map(|w| w.triggers_only_ratio)),
+        );
+        m.insert(
             "page_weight_gz_kb".into(),
             num(self.page_weight.as_ref().map(|p| p.total_bytes as f64 / 1024.0)),
         );
@@ -275,6 +279,12 @@ fn headlines(v: &Value) -> Vec<(&'static str, &'static str, &'static str, Option
             "Runner write throughput, with lastword ÷ without",
             "≥ 0.95",
             ge("runner_write_ratio", 0.95),
+        ),
+        (
+            "runner_write_ratio_triggers_only",
+            "Runner write throughput, triggers without a server ÷ without (diagnostic)",
+            "—",
+            None,
         ),
         (
             "page_weight_gz_kb",
@@ -463,11 +473,15 @@ pub fn markdown(r: &Results, v: &Value) -> String {
             "\n## Runner write throughput ({} clients, {} leased tasks)\n",
             w.clients, w.leased_tasks
         );
-        let _ = writeln!(s, "| loop | installed tx/s | without tx/s | ratio |\n|---|---|---|---|");
-        for (lp, with, without, ratio) in &w.loops {
-            let _ = writeln!(s, "| {lp:?} | {with:.0} | {without:.0} | {ratio:.3} |");
+        let _ = writeln!(
+            s,
+            "| loop | installed tx/s | triggers only tx/s | without tx/s | installed ÷ without | triggers only ÷ without |\n|---|---|---|---|---|---|"
+        );
+        for ((lp, with, without, ratio), (_, t, tr)) in w.loops.iter().zip(&w.triggers_only) {
+            let _ = writeln!(s, "| {lp:?} | {with:.0} | {t:.0} | {without:.0} | {ratio:.3} | {tr:.3} |");
         }
-        let _ = writeln!(s, "| overall (geometric mean) | | | {:.3} |", w.ratio);
+        let _ =
+            writeln!(s, "| overall (geometric mean) | | | | {:.3} | {:.3} |", w.ratio, w.triggers_only_ratio);
         let _ = writeln!(s, "\nEach phase:\n\n| # | mode | loop | tx/s |\n|---|---|---|---|");
         for x in &w.samples {
             let _ = writeln!(s, "| {} | {:?} | {:?} | {:.0} |", x.alternation, x.mode, x.lp, x.tx_per_s);

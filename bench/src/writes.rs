@@ -5,12 +5,15 @@
 //!
 //! - **installed**: lastword's triggers present and the dashboard server running (with one
 //!   open event stream, so its live feed is working);
+//! - **triggers only**: the triggers present, no dashboard server (what the triggers alone cost,
+//!   apart from the work a running server's followers give the database);
 //! - **without**: every user trigger on the contract tables disabled and no server.
 //!
-//! The phases alternate (installed/without, then without/installed, …) so drift in the
-//! machine's load, which other builds share, falls on both sides. The ratio per loop is its
+//! The phases alternate (installed/triggers only/without, then the reverse, …) so drift in the
+//! machine's load, which other builds share, falls on every side. The ratio per loop is its
 //! throughput installed ÷ without over all alternations; the overall figure is their
-//! geometric mean.
+//! geometric mean. The same for triggers only ÷ without says how much of the cost is the
+//! triggers' and how much the running server's.
 
 use crate::cli::Args;
 use crate::http::Client;
@@ -27,7 +30,18 @@ use std::time::{Duration, Instant};
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     Installed,
+    TriggersOnly,
     Without,
+}
+
+impl Mode {
+    fn triggers(self) -> bool {
+        self != Mode::Without
+    }
+
+    fn server(self) -> bool {
+        self == Mode::Installed
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -56,6 +70,10 @@ pub struct Writes {
     /// (loop, installed tx/s, without tx/s, ratio)
     pub loops: Vec<(Loop, f64, f64, f64)>,
     pub ratio: f64,
+    /// (loop, triggers-only tx/s, ratio to without)
+    pub triggers_only: Vec<(Loop, f64, f64)>,
+    /// Geometric mean of the triggers-only ratios.
+    pub triggers_only_ratio: f64,
 }
 
 /// A lease one client holds and writes under.
@@ -82,26 +100,28 @@ pub async fn measure(
     args: &Args,
 ) -> anyhow::Result<Writes> {
     let clients = args.write_clients;
-    let leased = ((50_000.0 * args.scale).round() as usize).max(8_000);
-    let pools = prepare(url, clients, leased).await.context("leasing the write-loop tasks")?;
+    // Enough leases that the finish loops rarely run dry (their pool is refilled by the claims),
+    // and enough queued tasks for every claim phase at a couple of thousand claims a second.
+    let leased = ((50_000.0 * args.scale).round() as usize).max(40_000);
+    let queued = leased.max(2_500 * args.write_secs as usize * 3 * args.alternations);
+    let pools = prepare(url, clients, leased, queued).await.context("leasing the write-loop tasks")?;
     let writers = crate::db::connect(url, clients as u32).await?;
     let secs = Duration::from_secs(args.write_secs);
     let mut mode = Mode::Installed;
     let mut stream = open_stream(http).await?;
     let mut samples = Vec::new();
     for alternation in 0..args.alternations {
-        let order = if alternation % 2 == 0 {
-            [Mode::Installed, Mode::Without]
-        } else {
-            [Mode::Without, Mode::Installed]
-        };
+        let mut order = [Mode::Installed, Mode::TriggersOnly, Mode::Without];
+        if alternation % 2 == 1 {
+            order.reverse();
+        }
         for want in order {
             if want != mode {
                 if let Some(s) = stream.take() {
                     s.abort();
                 }
-                switch(pool, server, want).await?;
-                if want == Mode::Installed {
+                switch(pool, server, mode, want).await?;
+                if want.server() {
                     stream = open_stream(http).await?;
                 }
                 mode = want;
@@ -128,7 +148,7 @@ pub async fn measure(
         s.abort();
     }
     if mode != Mode::Installed {
-        switch(pool, server, Mode::Installed).await?;
+        switch(pool, server, mode, Mode::Installed).await?;
     }
     writers.close().await;
     release(url).await.context("releasing the write-loop leases")?;
@@ -146,20 +166,47 @@ pub async fn measure(
             (lp, with, without, with / without)
         })
         .collect();
-    let ratio = loops.iter().map(|(_, _, _, r)| r.ln()).sum::<f64>() / loops.len() as f64;
-    let ratio = ratio.exp();
-    for (lp, with, without, r) in &loops {
-        println!("writes: {lp:?}: installed {with:.0} tx/s, without {without:.0} tx/s, ratio {r:.3}");
+    let triggers_only: Vec<(Loop, f64, f64)> = loops
+        .iter()
+        .map(|(lp, _, without, _)| {
+            let t = rate(*lp, Mode::TriggersOnly);
+            (*lp, t, t / without)
+        })
+        .collect();
+    let ratio = geometric_mean(loops.iter().map(|l| l.3));
+    let triggers_only_ratio = geometric_mean(triggers_only.iter().map(|l| l.2));
+    for ((lp, with, without, r), (_, t, tr)) in loops.iter().zip(&triggers_only) {
+        println!(
+            "writes: {lp:?}: installed {with:.0} tx/s, triggers only {t:.0}, without {without:.0}; \
+             ratios {r:.3} and {tr:.3}"
+        );
     }
-    println!("writes: overall ratio (geometric mean) {ratio:.3}");
-    Ok(Writes { clients, leased_tasks: leased, samples, loops, ratio })
+    println!("writes: overall ratio (geometric mean) {ratio:.3}; triggers only {triggers_only_ratio:.3}");
+    Ok(Writes { clients, leased_tasks: leased, samples, loops, ratio, triggers_only, triggers_only_ratio })
+}
+
+fn geometric_mean(xs: impl ExactSizeIterator<Item = f64>) -> f64 {
+    let n = xs.len().max(1) as f64;
+    (xs.map(f64::ln).sum::<f64>() / n).exp()
 }
 
 /// Leases `leased` fresh tasks (half to heartbeat, half to finish) with a running run each,
-/// written with triggers off: setting up the experiment is not part of it.
-async fn prepare(url: &str, clients: usize, leased: usize) -> anyhow::Result<Pools> {
+/// and tops the queue up to `queued` tasks for the claims, written with triggers off: setting
+/// up the experiment is not part of it.
+async fn prepare(url: &str, clients: usize, leased: usize, queued: usize) -> anyhow::Result<Pools> {
     let setup = setup_pool(url).await?;
     let mut tx = setup.begin().await?;
+    // Enough queued tasks for the claim loops (a reused database had some claimed already),
+    // written first: the claim takes the lowest claimable id, and queued tasks behind tens of
+    // thousands of held leases would measure a walk past them (a fleet holds one per worker).
+    sqlx::query(
+        "INSERT INTO tasks (kind, source, safety, status, payload, created_at, updated_at) \
+         SELECT 'triage_issue', 'notification', 'idempotent', 'queued', '{}'::jsonb, now(), now() \
+         FROM generate_series(1, GREATEST(0, $1 - (SELECT count(*) FROM tasks WHERE status = 'queued')))",
+    )
+    .bind(queued as i64)
+    .execute(&mut *tx)
+    .await?;
     let owners: Vec<(i64, String)> = sqlx::query_as(
         "INSERT INTO tasks (kind, source, safety, status, payload, owner, lease_epoch, lease_expires_at, attempts, \
            max_attempts, created_at, updated_at) \
@@ -180,15 +227,6 @@ async fn prepare(url: &str, clients: usize, leased: usize) -> anyhow::Result<Poo
     )
     .bind(&ids)
     .fetch_all(&mut *tx)
-    .await?;
-    // Enough queued tasks for the claim loops (a reused database had some claimed already).
-    sqlx::query(
-        "INSERT INTO tasks (kind, source, safety, status, payload, created_at, updated_at) \
-         SELECT 'triage_issue', 'notification', 'idempotent', 'queued', '{}'::jsonb, now(), now() \
-         FROM generate_series(1, GREATEST(0, $1 - (SELECT count(*) FROM tasks WHERE status = 'queued')))",
-    )
-    .bind(leased as i64)
-    .execute(&mut *tx)
     .await?;
     tx.commit().await?;
     sqlx::raw_sql("ANALYZE tasks, runs").execute(&setup).await?;
@@ -258,19 +296,19 @@ async fn open_stream(http: &Client) -> anyhow::Result<Option<tokio::task::JoinHa
     })))
 }
 
-/// Installed: triggers on, server up. Without: server down, every user trigger off.
-async fn switch(pool: &PgPool, server: &mut Server, to: Mode) -> anyhow::Result<()> {
-    let (verb, start) = match to {
-        Mode::Installed => ("ENABLE", true),
-        Mode::Without => ("DISABLE", false),
-    };
-    if !start {
+/// Installed: triggers on, server up. Triggers only: server down. Without: server down, every
+/// user trigger off.
+async fn switch(pool: &PgPool, server: &mut Server, from: Mode, to: Mode) -> anyhow::Result<()> {
+    if from.server() && !to.server() {
         server.stop().await;
     }
-    for table in ["tasks", "runs", "effects", "operator_actions"] {
-        pool.execute(format!("ALTER TABLE {table} {verb} TRIGGER USER").as_str()).await?;
+    if from.triggers() != to.triggers() {
+        let verb = if to.triggers() { "ENABLE" } else { "DISABLE" };
+        for table in ["tasks", "runs", "effects", "operator_actions"] {
+            pool.execute(format!("ALTER TABLE {table} {verb} TRIGGER USER").as_str()).await?;
+        }
     }
-    if start {
+    if to.server() && !from.server() {
         server.spawn().await?;
     }
     Ok(())

@@ -557,6 +557,55 @@ async fn every_state_comes_out_of_the_runner(db: Db) {
     assert_eq!(seen.len(), RunState::ALL.len(), "every state: {seen:?}");
 }
 
+/// What each move logs in `change_log` (migration 0008): one row per runner transaction, its
+/// run's (a claim, a finish), the effect's for an effect, none for a heartbeat inside the lease —
+/// but a row for a heartbeat that revives a run whose lease had lapsed (silent → running) and
+/// for a task that dies at a claim without a run written.
+async fn each_runner_move_logs_one_row_and_a_heartbeat_none(db: Db) {
+    let f = Fixture::new(db.clone());
+    let logged = || async {
+        let sql = "SELECT table_name || ' ' || row_id FROM change_log ORDER BY id";
+        match &db {
+            Db::Postgres(p) => sqlx::query_scalar::<_, String>(sql).fetch_all(p).await.unwrap(),
+            Db::Sqlite(p) => sqlx::query_scalar::<_, String>(sql).fetch_all(p).await.unwrap(),
+        }
+    };
+    let task = f.task("reply_to_mention").await;
+    let w1 = f.runner("w1");
+    let mut lease = claim(&w1).await;
+    let run = lease.run_id;
+    assert_eq!(logged().await, [format!("tasks {task}"), format!("runs {run}")], "enqueue, then the claim");
+
+    f.clock.advance(secs(10));
+    assert!(matches!(w1.heartbeat(&mut lease).await.unwrap(), Heartbeat::Extended { .. }));
+    f.clock.advance(secs(10));
+    assert!(matches!(w1.heartbeat(&mut lease).await.unwrap(), Heartbeat::Extended { .. }));
+    assert_eq!(logged().await.len(), 2, "heartbeats inside the lease log nothing");
+
+    w1.record_effect(&lease, "send_reply", "reply-1").await.unwrap();
+    assert!(logged().await[2].starts_with("effects "));
+
+    // The lease lapses unnoticed (nobody re-claims), then the worker beats again: the run was
+    // silent and is running again, a change of state.
+    f.clock.advance(secs(LEASE + 5));
+    assert!(matches!(w1.heartbeat(&mut lease).await.unwrap(), Heartbeat::Extended { .. }));
+    assert_eq!(logged().await[3..], [format!("runs {run}")]);
+
+    w1.finish(lease, acted("replied")).await.unwrap();
+    assert_eq!(logged().await[4..], [format!("runs {run}")], "the finish: its run's row only");
+
+    // A task out of attempts whose lease lapsed dies at the next claim, which writes no run.
+    let last_try = f.task_with("send_digest", Source::Tick, Safety::Unsafe, 1).await;
+    let lease = claim(&w1).await;
+    f.clock.advance(secs(LEASE + 1));
+    assert!(f.runner("w2").claim(None).await.unwrap().is_none());
+    assert_eq!(
+        logged().await[5..],
+        [format!("tasks {last_try}"), format!("runs {}", lease.run_id), format!("tasks {last_try}")],
+        "enqueue, claim, death"
+    );
+}
+
 lastword_store::on_every_backend!(
     enqueue_writes_a_queued_task,
     claim_takes_the_task_and_inserts_its_run,
@@ -573,6 +622,7 @@ lastword_store::on_every_backend!(
     a_run_is_finished_at_most_once,
     finish_unchecked_records_the_contract_violation,
     every_state_comes_out_of_the_runner,
+    each_runner_move_logs_one_row_and_a_heartbeat_none,
 );
 
 #[test]

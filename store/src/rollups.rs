@@ -168,13 +168,28 @@ struct Covered {
     rows: String,
 }
 
+/// What a reader takes from a bucket's rows besides its counts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// Counts only: a bucket answers until a lease it counted as running lapses (`stale_at`).
+    Counts,
+    /// Also heartbeat times (`worker_rollups.last_heartbeat_at`). A heartbeat inside the lease
+    /// is not logged (migration 0008), so a bucket holding a running run may have missed some:
+    /// only buckets without one answer, the rest is read from `runs`.
+    Heartbeats,
+}
+
 /// Binds the window after the state parameters.
-fn covered(d: &Dialect, buf: &mut SqlBuf, w: &Window) -> Covered {
+fn covered(d: &Dialect, buf: &mut SqlBuf, w: &Window, reads: Reads) -> Covered {
     let (s, u) = (buf.arg(Value::Time(w.since)), buf.arg(Value::Time(w.until)));
     let (lo, hi) = (buf.arg(Value::I64(w.lo)), buf.arg(Value::I64(w.hi)));
+    let settled = match reads {
+        Reads::Counts => "(b.stale_at IS NULL OR b.stale_at > $1)",
+        Reads::Heartbeats => "b.stale_at IS NULL",
+    };
     let fresh = format!(
         "b.bucket >= {lo} AND b.bucket < {hi} AND b.no_action = $2 AND b.skip = $3 \
-         AND (b.stale_at IS NULL OR b.stale_at > $1) AND (b.fresh_from IS NULL OR b.fresh_from <= $1)"
+         AND {settled} AND (b.fresh_from IS NULL OR b.fresh_from <= $1)"
     );
     let start = d.bucket_start;
     let with = format!(
@@ -206,7 +221,7 @@ fn overview_counts_sql(
     tokens: &Tokens,
 ) -> SqlBuf {
     let mut buf = SqlBuf::with_state_params(now, tokens);
-    let Covered { with, rows } = covered(d, &mut buf, w);
+    let Covered { with, rows } = covered(d, &mut buf, w, Reads::Counts);
     let b = buf.arg(Value::I64(bucket_secs));
     let sql = format!(
         "{with}SELECT x.sb, x.state, x.error, x.safety, CAST(SUM(x.n) AS BIGINT), MIN(x.computed_at) FROM ( \
@@ -347,7 +362,7 @@ fn facets_from_rollups(filter: &RunFilter) -> bool {
 /// Failure runs per state and error over the window, plus the null-state freshness row.
 fn facets_sql(d: &Dialect, w: &Window, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
     let mut buf = SqlBuf::with_state_params(now, tokens);
-    let Covered { with, rows } = covered(d, &mut buf, w);
+    let Covered { with, rows } = covered(d, &mut buf, w, Reads::Counts);
     let failure = queries::any_of(Cause::ALL.iter().map(|c| queries::cause_predicate(d, *c)));
     let sql = format!(
         "{with}SELECT x.state, x.error, CAST(SUM(x.n) AS BIGINT), MIN(x.computed_at) FROM ( \
@@ -446,7 +461,7 @@ pub(crate) async fn cause_facets(
 /// Per worker with runs claimed since `since`: runs, failures, last claim, last heartbeat.
 fn workers_sql(d: &Dialect, w: &Window, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
     let mut buf = SqlBuf::with_state_params(now, tokens);
-    let Covered { with, rows } = covered(d, &mut buf, w);
+    let Covered { with, rows } = covered(d, &mut buf, w, Reads::Heartbeats);
     let sql = format!(
         "{with}SELECT x.worker, CAST(SUM(x.runs) AS BIGINT), CAST(SUM(x.failures) AS BIGINT), MAX(x.last_claim), \
            MAX(x.last_hb) FROM ( \

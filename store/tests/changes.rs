@@ -11,7 +11,9 @@ fn c(id: i64, table: &str, row_id: i64, task_id: i64) -> Change {
     Change { id, table: table.into(), row_id, task_id: Some(task_id) }
 }
 
-async fn every_insert_and_update_of_the_four_tables_is_logged(db: Db) {
+/// Every insert of the four tables is logged, and every update but the runner's writes to a task
+/// (carried by its run's row) and heartbeats inside a lease (migration 0008).
+async fn what_the_triggers_log_on_the_four_tables(db: Db) {
     assert_eq!(changes::latest_change_id(&db).await.unwrap(), 0);
     assert_eq!(changes::oldest_change_id(&db).await.unwrap(), None);
     let now = Utc::now();
@@ -22,6 +24,8 @@ async fn every_insert_and_update_of_the_four_tables_is_logged(db: Db) {
         &[task.into(), now.into()],
     )
     .await;
+    // A heartbeat at its lease's expiry revives a lapsed run: logged (one inside the lease is not,
+    // runner/tests/contract.rs).
     exec(&db, "UPDATE runs SET heartbeat_at = $2 WHERE id = $1", &[run.into(), now.into()]).await;
     let effect = scalar(
         &db,
@@ -35,6 +39,14 @@ async fn every_insert_and_update_of_the_four_tables_is_logged(db: Db) {
         &[task.into(), now.into()],
     )
     .await;
+    // What a claim sets on the task (its run's insert carries it): not logged.
+    exec(
+        &db,
+        "UPDATE tasks SET status = 'leased', owner = 'w1', lease_epoch = 2 WHERE id = $1",
+        &[task.into()],
+    )
+    .await;
+    // A task's death is.
     exec(&db, "UPDATE tasks SET status = 'dead' WHERE id = $1", &[task.into()]).await;
     // An update matching nothing logs nothing.
     exec(&db, "UPDATE tasks SET status = 'dead' WHERE id = -1", &[]).await;
@@ -106,7 +118,7 @@ async fn pruning_deletes_old_changes_and_keeps_the_newest(db: Db) {
 }
 
 lastword_store::on_every_backend!(
-    every_insert_and_update_of_the_four_tables_is_logged,
+    what_the_triggers_log_on_the_four_tables,
     a_rolled_back_write_logs_nothing,
     pruning_deletes_old_changes_and_keeps_the_newest,
 );

@@ -1041,6 +1041,50 @@ async fn rollups_agree_with_history_as_it_changes(db: Db) {
     assert_rollups_agree(s.as_ref(), later, "the old tokens, no longer rolled up").await;
 }
 
+/// Heartbeats fire no trigger (migration 0008), so the maintainer never hears of them: a lease
+/// extended inside a counted bucket is recounted when the count's `stale_at` passes, and a
+/// heartbeat that revives a silent run is logged and recounted at the next refresh.
+async fn rollups_stay_exact_without_seeing_heartbeats(db: Db) {
+    let s = store(db.clone());
+    let now = t0();
+    let (lapsed, live, _) = rollup_history(&db, now).await;
+    refresh_fully(s.as_ref(), now).await;
+    // HEARTBEAT_RUN's shape: `$1` run id, `$2` now, `$3` now + lease.
+    let heartbeat = |run: i64, at: DateTime<Utc>| {
+        let db = db.clone();
+        async move {
+            exec(
+                &db,
+                "UPDATE runs SET heartbeat_at = $2, lease_expires_at = $3 WHERE id = $1",
+                &[run.into(), at.into(), (at + Duration::minutes(30)).into()],
+            )
+            .await;
+        }
+    };
+    let logged = || async { scalar(&db, "SELECT COUNT(*) FROM change_log", &[]).await };
+
+    // The live run (claimed 2 h ago, lease until now + 5 min) beats: nothing is logged.
+    let before = logged().await;
+    heartbeat(live, now).await;
+    assert_eq!(logged().await, before);
+    s.refresh_rollups(now).await.unwrap();
+    assert_rollups_agree(s.as_ref(), now, "after an unseen heartbeat").await;
+    // Past the lease the bucket was counted with, inside the extended one: still running.
+    let later = now + Duration::minutes(6);
+    assert_eq!(s.run(live, later).await.unwrap().unwrap().state, RunState::Running);
+    assert_rollups_agree(s.as_ref(), later, "past the counted lease, inside the extended one").await;
+    s.refresh_rollups(later).await.unwrap();
+    assert_rollups_agree(s.as_ref(), later, "recounted with the extended lease").await;
+
+    // The run whose lease lapsed 3 h ago beats again: silent → running, logged.
+    heartbeat(lapsed, later).await;
+    assert_eq!(logged().await, before + 1);
+    assert_eq!(s.run(lapsed, later).await.unwrap().unwrap().state, RunState::Running);
+    let report = s.refresh_rollups(later).await.unwrap();
+    assert!(report.recomputed >= 1, "{report:?}");
+    assert_rollups_agree(s.as_ref(), later, "after a revived run").await;
+}
+
 /// Facets over dimensions the rollups lack count at most `FACET_CAP` runs per cause, and say so.
 async fn facets_without_a_rollup_dimension_are_capped(db: Db) {
     let s = store(db.clone());
@@ -1161,6 +1205,7 @@ lastword_store::on_every_backend!(
     timeline_returns_runs_overlapping_the_window,
     task_detail_assembles_the_story,
     rollups_agree_with_history_as_it_changes,
+    rollups_stay_exact_without_seeing_heartbeats,
     facets_without_a_rollup_dimension_are_capped,
     concurrent_refreshes_leave_the_same_correct_rows,
 );

@@ -9,6 +9,7 @@ pub mod task;
 pub mod timeline;
 pub mod workers;
 
+use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 
 /// Bumps whenever the live feed reports a change: pages add it to their resources' sources
@@ -41,8 +42,74 @@ pub fn live_version_where(
     }
 }
 
+/// How long before a lease lapses a page showing it asks again: runners beat well before (a
+/// third of the lease is usual), so the answer normally carries the extended lease.
+const LEASE_CHECK_LEAD: chrono::Duration = chrono::Duration::seconds(2);
+/// How long after a lease lapsed a page asks once more, when the lead's answer still had it.
+const LEASE_CHECK_GRACE: chrono::Duration = chrono::Duration::seconds(1);
+
+/// The next moment after `now` a page showing leases that lapse at `expiries` should refetch:
+/// [`LEASE_CHECK_LEAD`] before the earliest one, or [`LEASE_CHECK_GRACE`] after it once inside
+/// the lead. `None` when every lease lapsed longer ago than that (a lapsed lease that beats
+/// again is in the live feed, migration 0008).
+pub fn next_lease_check(
+    expiries: impl IntoIterator<Item = DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    expiries
+        .into_iter()
+        .flat_map(|e| [e - LEASE_CHECK_LEAD, e + LEASE_CHECK_GRACE])
+        .filter(|check| *check > now)
+        .min()
+}
+
+/// A resource source for a page that shows leases. Heartbeats are not in the live feed (they
+/// fire no trigger, so the runner pays nothing for being watched: migration 0008), so the page
+/// learns that a lease was extended by asking again shortly before it lapses — and once more
+/// just after, if it was not, so the lapse shows on time. `expiries` reads the page's data
+/// (tracked); the signal changes each time the clock passes the next check. Constant on the
+/// server, where the clock does not tick.
+pub fn lease_checks(
+    expiries: impl Fn() -> Vec<DateTime<Utc>> + Send + Sync + 'static,
+) -> Signal<Option<DateTime<Utc>>> {
+    let now = crate::components::time::use_time_prefs().now;
+    // Recomputed when the data changes, from the clock at that moment.
+    let next = Memo::new(move |_| next_lease_check(expiries(), now.get_untracked()));
+    Memo::new(move |prev: Option<&Option<DateTime<Utc>>>| {
+        let passed = prev.copied().flatten();
+        match next.get() {
+            Some(check) if now.get() >= check => Some(check),
+            _ => passed,
+        }
+    })
+    .into()
+}
+
 /// A server function's error as a page-level alert.
 pub fn error_view(what: &'static str, e: ServerFnError) -> AnyView {
     view! { <p class="banner banner-error" role="alert">{format!("Could not load {what}: {e}")}</p> }
         .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
+    }
+
+    #[test]
+    fn a_page_asks_before_the_earliest_lease_lapses_and_once_after() {
+        // Leases lapsing at 30 s and 50 s, seen at 0 s: ask at 28 s (two seconds before).
+        assert_eq!(next_lease_check([t(50), t(30)], t(0)), Some(t(28)));
+        // Asked at 28 s and the 30 s lease was not extended: once more at 31 s.
+        assert_eq!(next_lease_check([t(50), t(30)], t(28)), Some(t(31)));
+        // Past that: the next lease's check.
+        assert_eq!(next_lease_check([t(50), t(30)], t(31)), Some(t(48)));
+        // Every lease lapsed long ago, or none shown: nothing to ask.
+        assert_eq!(next_lease_check([t(50), t(30)], t(60)), None);
+        assert_eq!(next_lease_check([], t(0)), None);
+    }
 }
