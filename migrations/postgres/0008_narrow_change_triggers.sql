@@ -11,11 +11,12 @@
 -- so a statement that sets only lease columns costs nothing: 1.00 of the throughput without
 -- triggers in the same runs.
 --
--- The same measurement put the rest of the cost on the number of rows logged per transaction
--- (each is an AFTER-trigger event and an insert into the log's one hot index page): a claim and
--- a finish each write the task and its run, and logged both. The run's row carries the task's
--- id, which is all any reader of the log uses (pages match changes by task; the rollups
--- recount by task and by run), so a runner's transaction now logs one row, its run's:
+-- A claim and a finish each write the task and its run, and logged both. The run's row carries
+-- the task's id, which is all any reader of the log uses (pages match changes by task; the
+-- rollups recount by task and by run), so a runner's transaction now logs one row, its run's:
+-- half the log every dashboard process follows, reads for its rollups and prunes. (The
+-- runner's own finish loop did not move measurably with it: one AFTER-trigger row and insert
+-- costs it about as much as two, BENCHMARKS.md.)
 -- - `runs`: every insert, and an update naming any column but the lease's (`heartbeat_at`,
 --   `lease_expires_at`): a claim inserts the run, a finish updates it. A heartbeat sets only
 --   those two and is logged only when it beats at or after the lease it extends
