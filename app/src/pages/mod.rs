@@ -47,11 +47,16 @@ pub fn live_version_where(
 const LEASE_CHECK_LEAD: chrono::Duration = chrono::Duration::seconds(2);
 /// How long after a lease lapsed a page asks once more, when the lead's answer still had it.
 const LEASE_CHECK_GRACE: chrono::Duration = chrono::Duration::seconds(1);
+/// The shortest time between two checks: a page showing hundreds of leases (the workers page of
+/// a big fleet) asks every two seconds at most, the leases due meanwhile in one answer. No
+/// longer than the lead, so a lease is still asked about before it lapses.
+const LEASE_CHECK_GAP: chrono::Duration = chrono::Duration::seconds(2);
 
 /// The next moment after `now` a page showing leases that lapse at `expiries` should refetch:
 /// [`LEASE_CHECK_LEAD`] before the earliest one, or [`LEASE_CHECK_GRACE`] after it once inside
-/// the lead. `None` when every lease lapsed longer ago than that (a lapsed lease that beats
-/// again is in the live feed, migration 0008).
+/// the lead, and never sooner than [`LEASE_CHECK_GAP`] from `now`. `None` when every lease
+/// lapsed longer ago than that (a lapsed lease that beats again is in the live feed, migration
+/// 0008).
 pub fn next_lease_check(
     expiries: impl IntoIterator<Item = DateTime<Utc>>,
     now: DateTime<Utc>,
@@ -61,6 +66,7 @@ pub fn next_lease_check(
         .flat_map(|e| [e - LEASE_CHECK_LEAD, e + LEASE_CHECK_GRACE])
         .filter(|check| *check > now)
         .min()
+        .map(|check| check.max(now + LEASE_CHECK_GAP))
 }
 
 /// A resource source for a page that shows leases. Heartbeats are not in the live feed (they
@@ -111,5 +117,9 @@ mod tests {
         // Every lease lapsed long ago, or none shown: nothing to ask.
         assert_eq!(next_lease_check([t(50), t(30)], t(60)), None);
         assert_eq!(next_lease_check([], t(0)), None);
+        // Many leases due at once: one check every two seconds at most, still before each lapses.
+        let many: Vec<_> = (0..200).map(|i| t(10) + chrono::Duration::milliseconds(i * 10)).collect();
+        assert_eq!(next_lease_check(many.clone(), t(7)), Some(t(9)));
+        assert_eq!(next_lease_check(many, t(9)), Some(t(11)));
     }
 }
