@@ -69,26 +69,45 @@ pub fn next_lease_check(
         .map(|check| check.max(now + LEASE_CHECK_GAP))
 }
 
-/// A resource source for a page that shows leases. Heartbeats are not in the live feed (they
-/// fire no trigger, so the runner pays nothing for being watched: migration 0008), so the page
+/// What a page that shows leases refetches by. Heartbeats are not in the live feed (they fire
+/// no trigger, so the runner pays nothing for being watched: migration 0008), so the page
 /// learns that a lease was extended by asking again shortly before it lapses — and once more
-/// just after, if it was not, so the lapse shows on time. `expiries` reads the page's data
-/// (tracked); the signal changes each time the clock passes the next check. Constant on the
-/// server, where the clock does not tick.
-pub fn lease_checks(
-    expiries: impl Fn() -> Vec<DateTime<Utc>> + Send + Sync + 'static,
-) -> Signal<Option<DateTime<Utc>>> {
-    let now = crate::components::time::use_time_prefs().now;
-    // Recomputed when the data changes, from the clock at that moment.
-    let next = Memo::new(move |_| next_lease_check(expiries(), now.get_untracked()));
-    Memo::new(move |prev: Option<&Option<DateTime<Utc>>>| {
-        let passed = prev.copied().flatten();
-        match next.get() {
-            Some(check) if now.get() >= check => Some(check),
-            _ => passed,
-        }
-    })
-    .into()
+/// just after, if it was not, so the lapse shows on time. The page tells it the leases of each
+/// answer ([`LeaseChecks::show`]) and adds [`LeaseChecks::key`] to its resource's source.
+#[derive(Clone, Copy)]
+pub struct LeaseChecks {
+    expiries: RwSignal<Vec<DateTime<Utc>>>,
+    /// Changes each time the clock passes the next check; constant on the server, where the
+    /// clock does not tick.
+    pub key: Signal<Option<DateTime<Utc>>>,
+}
+
+impl Default for LeaseChecks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LeaseChecks {
+    pub fn new() -> Self {
+        let expiries = RwSignal::new(Vec::new());
+        let now = crate::components::time::use_time_prefs().now;
+        // Recomputed when the leases change, from the clock at that moment.
+        let next = Memo::new(move |_| next_lease_check(expiries.get(), now.get_untracked()));
+        let key = Memo::new(move |prev: Option<&Option<DateTime<Utc>>>| {
+            let passed = prev.copied().flatten();
+            match next.get() {
+                Some(check) if now.get() >= check => Some(check),
+                _ => passed,
+            }
+        });
+        LeaseChecks { expiries, key: key.into() }
+    }
+
+    /// The leases the page shows now (from its latest answer).
+    pub fn show(&self, expiries: impl IntoIterator<Item = DateTime<Utc>>) {
+        self.expiries.set(expiries.into_iter().collect());
+    }
 }
 
 /// A server function's error as a page-level alert.

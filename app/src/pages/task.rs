@@ -8,7 +8,7 @@ use crate::components::actions::{ActionFeedback, ActionUi, TaskActions};
 use crate::components::badges::StateBadge;
 use crate::components::time::{relative, use_time_prefs, Time};
 use crate::pages::audit::AuditLine;
-use crate::pages::{error_view, lease_checks, live_version_where};
+use crate::pages::{error_view, live_version_where, LeaseChecks};
 use chrono::{DateTime, Utc};
 use lastword_core::{ActionKind, Effect, Run, RunState, TaskDetail};
 use leptos::prelude::*;
@@ -30,14 +30,12 @@ pub fn TaskPage() -> impl IntoView {
     }
     // Live updates refetch the task, except while a confirmation is open: it must submit the
     // epoch the operator is looking at (a stale one is refused by the server, never applied).
-    // Its leases are asked about again around their lapse (heartbeats are not in the live
-    // feed): set from each answer below.
-    let expiries = RwSignal::new(Vec::<DateTime<Utc>>::new());
-    let lease_key = lease_checks(move || expiries.get());
+    // Its leases are asked about again around their lapse: shown from each answer.
+    let leases = LeaseChecks::new();
     let live_key =
         Memo::new(move |prev: Option<&(u64, Option<DateTime<Utc>>)>| match (ui.open.get(), prev) {
             (Some(_), Some(prev)) => *prev,
-            _ => (live.get(), lease_key.get()),
+            _ => (live.get(), leases.key.get()),
         });
     let detail = Resource::new(
         move || (id.get(), live_key.get()),
@@ -51,7 +49,7 @@ pub fn TaskPage() -> impl IntoView {
     leptos::prelude::Effect::new(move |_| {
         if let Some(Ok(Some(d))) = detail.get() {
             let unfinished = d.runs.iter().filter(|r| r.finished_at.is_none()).map(|r| r.lease_expires_at);
-            expiries.set(d.task.lease_expires_at.into_iter().chain(unfinished).collect());
+            leases.show(d.task.lease_expires_at.into_iter().chain(unfinished));
         }
     });
     view! {

@@ -5,7 +5,7 @@
 
 use crate::api::timeline::{get_timeline, TimelineData};
 use crate::components::badges::state_mark;
-use crate::pages::{error_view, lease_checks, live_version};
+use crate::pages::{error_view, live_version, LeaseChecks};
 use chrono::{DateTime, Duration, Utc};
 use lastword_core::{RunListItem, RunState};
 use leptos::prelude::*;
@@ -27,20 +27,18 @@ pub fn TimelinePage() -> impl IntoView {
     });
     let paused = RwSignal::new(false);
     let live = live_version();
-    // Unfinished runs' leases, asked about again around their lapse (heartbeats are not in the
-    // live feed): set from each answer below.
-    let expiries = RwSignal::new(Vec::<DateTime<Utc>>::new());
-    let lease_key = lease_checks(move || expiries.get());
+    // Unfinished runs' leases, asked about again around their lapse: shown from each answer.
+    let leases = LeaseChecks::new();
     // While paused the data stays as it was; resuming catches up at once.
     let live_key = Memo::new(move |prev: Option<&(u64, Option<DateTime<Utc>>)>| match prev {
         Some(prev) if paused.get() => *prev,
-        _ => (live.get(), lease_key.get()),
+        _ => (live.get(), leases.key.get()),
     });
     let data = Resource::new(move || (minutes.get(), live_key.get()), |(m, _)| get_timeline(m));
     Effect::new(move |_| {
         if let Some(Ok(d)) = data.get() {
             let unfinished = d.runs.iter().filter(|r| r.run.finished_at.is_none());
-            expiries.set(unfinished.map(|r| r.run.lease_expires_at).collect());
+            leases.show(unfinished.map(|r| r.run.lease_expires_at));
         }
     });
     let prefs = crate::components::time::use_time_prefs();

@@ -3,7 +3,7 @@
 
 use crate::api::workers::get_workers;
 use crate::components::time::Time;
-use crate::pages::{error_view, lease_checks, live_version};
+use crate::pages::{error_view, live_version, LeaseChecks};
 use lastword_core::query::encode_component;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -23,16 +23,13 @@ pub fn WorkersPage() -> impl IntoView {
         }
     });
     let live = live_version();
-    // The leases they hold are asked about again around their lapse (heartbeats are not in the
-    // live feed): set from each answer below.
-    let expiries = RwSignal::new(Vec::<chrono::DateTime<chrono::Utc>>::new());
-    let lease_key = lease_checks(move || expiries.get());
+    // The leases they hold are asked about again around their lapse: shown from each answer.
+    let leases = LeaseChecks::new();
     let workers =
-        Resource::new(move || (window.get(), live.get(), lease_key.get()), |(w, _, _)| get_workers(w));
+        Resource::new(move || (window.get(), live.get(), leases.key.get()), |(w, _, _)| get_workers(w));
     Effect::new(move |_| {
         if let Some(Ok(ws)) = workers.get() {
-            expiries
-                .set(ws.iter().flat_map(|w| w.leases.iter().filter_map(|l| l.lease_expires_at)).collect());
+            leases.show(ws.iter().flat_map(|w| w.leases.iter().filter_map(|l| l.lease_expires_at)));
         }
     });
     view! {
