@@ -10,7 +10,7 @@ use crate::pages::task::TaskPage;
 use crate::pages::timeline::TimelinePage;
 use crate::pages::workers::WorkersPage;
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 use leptos_router::SsrMode;
@@ -25,6 +25,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <meta name="color-scheme" content="light dark" />
                 <AutoReload options=options.clone() />
+                // The bundle's names: content-hashed when the build hashed them (cargo-leptos
+                // `hash-files`), so the server can let browsers cache them for good.
+                <HashedStylesheet options=options.clone() id="leptos" />
                 <HydrationScripts options />
                 <MetaTags />
                 <LiveMeta />
@@ -42,7 +45,6 @@ pub fn App() -> impl IntoView {
     // One live-update stream for the page; pages read it with `use_live_feed()`.
     provide_live_feed();
     view! {
-        <Stylesheet id="leptos" href="/pkg/lastword.css" />
         <Title formatter=|page: String| if page.is_empty() { "lastword".to_string() } else { format!("{page} · lastword") } />
         // Async SSR: the server sends each page complete, so it reads the same with JavaScript
         // off (out-of-order streaming would leave fallbacks that only a script can replace).

@@ -21,6 +21,7 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
     let store = state.store.clone();
     let live = state.live.clone();
     let options = state.leptos_options.clone();
+    let bundle_cache = assets::BundleCache::new(&options);
     let sessions = state.auth.sessions.as_ref().map(|s| s.layer(state.auth.cookie_secure));
     let router = Router::new()
         .route("/healthz", get(health::healthz))
@@ -30,6 +31,7 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
         .merge(auth::handlers::routes())
         .merge(extra)
         .route(lastword_core::change::sse::PATH, get(events::events))
+        .nest_service(assets::bundle_prefix(&options).trim_end_matches('/'), assets::bundle_files(&options))
         .leptos_routes_with_context(
             &state,
             routes,
@@ -53,7 +55,7 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
         None => router,
     };
     router
-        .layer(axum::middleware::from_fn(assets::bundle_cache_headers))
+        .layer(axum::middleware::from_fn_with_state(bundle_cache, assets::bundle_cache_headers))
         .layer(assets::compression())
         .layer(TraceLayer::new_for_http())
         .with_state(state)

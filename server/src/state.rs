@@ -1,5 +1,6 @@
 //! Everything a request handler may need, built once at start-up and shared by reference.
 
+use crate::assets;
 use crate::auth::Auth;
 use crate::live::{LiveConfig, LiveHub};
 use axum::extract::FromRef;
@@ -77,14 +78,25 @@ fn version_of(live: &LiveHub) -> lastword_store::shared_reads::VersionSource {
 
 /// Leptos options from the variables cargo-leptos sets (and bakes in at build time), falling
 /// back to this repository's layout so a plain `cargo build` binary and the tests still serve.
+/// Content-hashed bundle names are used when the build left them (see [`assets`]); leptos reads
+/// `LEPTOS_HASH_FILES` only at run time, so a binary started by hand would otherwise name files
+/// the site does not hold.
 pub fn leptos_options() -> LeptosOptions {
     let built_by_cargo_leptos =
         std::env::var_os("LEPTOS_OUTPUT_NAME").is_some() || option_env!("LEPTOS_OUTPUT_NAME").is_some();
-    if built_by_cargo_leptos {
-        if let Ok(conf) = leptos::config::get_configuration(None) {
-            return conf.leptos_options;
+    let configured = built_by_cargo_leptos.then(|| leptos::config::get_configuration(None).ok()).flatten();
+    let mut options = match configured {
+        Some(conf) => conf.leptos_options,
+        None => {
+            let site_root = std::env::var("LEPTOS_SITE_ROOT").unwrap_or_else(|_| "target/site".to_string());
+            LeptosOptions::builder().output_name("lastword").site_root(site_root).build()
         }
-    }
-    let site_root = std::env::var("LEPTOS_SITE_ROOT").unwrap_or_else(|_| "target/site".to_string());
-    LeptosOptions::builder().output_name("lastword").site_root(site_root).build()
+    };
+    let told = std::env::var("LEPTOS_HASH_FILES").ok().and_then(|v| v.parse::<bool>().ok());
+    options.hash_files = match told {
+        Some(false) => false,
+        _ => assets::hash_file_beside_binary(&options)
+            .is_some_and(|file| assets::use_hashed_names(&options, &file)),
+    };
+    options
 }

@@ -107,3 +107,61 @@ async fn unknown_pages_are_404_not_500() {
     let (status, _) = get(&app, "/no/such/page").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// The bundle as a browser gets it: a content-hashed file precompressed and cached for good, a
+/// plain name revalidated (`304` on a repeat), and a missing hashed name never cached.
+#[tokio::test]
+async fn the_bundle_is_precompressed_and_cached_for_good_only_under_a_content_hash() {
+    let _serial = serial();
+    let site = tempfile::tempdir().unwrap();
+    let pkg = site.path().join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let hashed = "lastword.AbCdEfGhIjKlMnOpQr-_01.wasm";
+    std::fs::write(pkg.join(hashed), b"\0asm-the-raw-module").unwrap();
+    std::fs::write(pkg.join(format!("{hashed}.br")), b"brotli-bytes").unwrap();
+    std::fs::write(pkg.join("lastword.css"), b"body { color: red }").unwrap();
+    let options = leptos::prelude::LeptosOptions::builder()
+        .output_name("lastword")
+        .site_root(site.path().to_string_lossy().to_string())
+        .build();
+    let store = store_for(sqlite_memory().await, Tokens::default());
+    let app = router(AppState::new(options, store));
+    let send = |uri: &str, headers: &[(&str, &str)]| {
+        let mut request = Request::get(uri);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        app.clone().oneshot(request.body(Body::empty()).unwrap())
+    };
+    let header = |r: &axum::response::Response, name: &str| {
+        r.headers().get(name).map(|v| v.to_str().unwrap_or_default().to_string())
+    };
+
+    let wasm = send(&format!("/pkg/{hashed}"), &[("accept-encoding", "gzip, br")]).await.unwrap();
+    assert_eq!(wasm.status(), StatusCode::OK);
+    assert_eq!(header(&wasm, "content-encoding").as_deref(), Some("br"), "the precompressed file is sent");
+    assert_eq!(header(&wasm, "content-type").as_deref(), Some("application/wasm"));
+    assert_eq!(header(&wasm, "cache-control").as_deref(), Some("public, max-age=31536000, immutable"));
+    let body = axum::body::to_bytes(wasm.into_body(), 1 << 20).await.unwrap();
+    assert_eq!(&body[..], b"brotli-bytes", "sent as built, not encoded twice");
+
+    let raw = send(&format!("/pkg/{hashed}"), &[]).await.unwrap();
+    assert_eq!(header(&raw, "content-encoding"), None);
+    assert_eq!(&axum::body::to_bytes(raw.into_body(), 1 << 20).await.unwrap()[..], b"\0asm-the-raw-module");
+
+    let css = send("/pkg/lastword.css", &[]).await.unwrap();
+    assert_eq!(css.status(), StatusCode::OK);
+    assert_eq!(header(&css, "cache-control").as_deref(), Some("no-cache"), "a plain name is revalidated");
+    let modified = header(&css, "last-modified").expect("a validator to revalidate with");
+    let again = send("/pkg/lastword.css", &[("if-modified-since", &modified)]).await.unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "a repeat visit moves no bytes");
+    assert_eq!(header(&again, "cache-control").as_deref(), Some("no-cache"));
+
+    let missing = send("/pkg/lastword.ZZZZZZZZZZZZZZZZZZZZZZ.js", &[]).await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        header(&missing, "cache-control").as_deref(),
+        Some("no-cache"),
+        "a 404 is never cached for a year"
+    );
+}
