@@ -43,6 +43,20 @@ const serverEnv = {
   RUST_LOG: process.env.RUST_LOG ?? "warn",
 };
 
+// A third server, on a database of its own holding a constructed history (always SQLite, on
+// both runs of the suite: the history is loaded with the sqlite3 CLI before the server starts):
+// 5 000 runs by 200 workers and a task re-claimed twice across three workers, for the
+// timeline's scale and connector tests (end2end/fixtures/timeline-scale.sql).
+export const scalePort = port + 2;
+const scaleDir = fs.mkdtempSync(path.join(os.tmpdir(), "lastword-e2e-scale-"));
+process.env.E2E_SCALE_URL = `http://127.0.0.1:${scalePort}`;
+const scaleEnv = {
+  LASTWORD_DATA_DIR: scaleDir,
+  LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),
+  RUST_LOG: process.env.RUST_LOG ?? "warn",
+};
+const scaleFixture = path.join(repoRoot, "end2end", "fixtures", "timeline-scale.sql");
+
 const chromium = {
   ...devices["Desktop Chrome"],
   launchOptions: {
@@ -96,6 +110,16 @@ export default defineConfig({
       stdout: "pipe",
       stderr: "pipe",
       env: { ...serverEnv, LASTWORD_USERS: usersToml },
+    },
+    {
+      command: `${binary} migrate && sqlite3 ${path.join(scaleDir, "lastword.db")} < ${scaleFixture} && exec ${binary} serve --addr 127.0.0.1:${scalePort}`,
+      cwd: repoRoot,
+      url: `http://127.0.0.1:${scalePort}/readyz`,
+      timeout: 120_000,
+      reuseExistingServer: false,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: scaleEnv,
     },
   ],
 });

@@ -1,12 +1,13 @@
 //! The server under test: the real `lastword serve`, started as a child process on the bench
 //! database with the `LEPTOS_*` variables cargo-leptos builds it with (site root, pkg dir,
-//! output name, env), so the pages it renders reference the wasm/js/css it was built with.
+//! output name, env), so the pages it renders reference the wasm/js/css it was built with (the
+//! server itself finds a content-hashed bundle from the hash.txt beside it).
 //! Stopped with SIGTERM like a deployment would, and restartable (the write-ratio phases run
 //! without it).
 
 use crate::cli::Args;
 use anyhow::Context;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
@@ -70,11 +71,6 @@ impl Server {
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
-        // A site built with hashed file names (cargo-leptos `hash-files`) leaves hash.txt next
-        // to the binary; the server then needs to be told to use it.
-        if hash_file(&self.bin).is_some() {
-            cmd.env("LEPTOS_HASH_FILES", "true");
-        }
         let child = cmd.spawn().with_context(|| format!("starting {}", self.bin.display()))?;
         self.child = Some(child);
         let client = reqwest::Client::new();
@@ -136,11 +132,6 @@ impl Server {
             .ok()?;
         Some(kb / 1024.0)
     }
-}
-
-fn hash_file(bin: &Path) -> Option<PathBuf> {
-    let path = bin.parent()?.join("hash.txt");
-    path.is_file().then_some(path)
 }
 
 /// A port nobody listens on now (the OS picks it; it is free again once the probe closes).

@@ -125,3 +125,88 @@ test("the timeline updates live without a reload", async ({ page }) => {
   await expect(page).toHaveURL(/\/tasks\/\d+/);
   await expect(page.getByTestId("story")).toBeVisible();
 });
+
+test("the timeline links each re-claim to the attempt before it, with an axis and no overlapping glyphs", async ({
+  page,
+  request,
+}) => {
+  test.setTimeout(90_000);
+  await page.goto("/timeline?minutes=5");
+  await hydrated(page);
+  // The demo's scripted opening loses a lease within seconds; its task is re-claimed.
+  const links = page.locator(".timeline path.reclaim");
+  await expect(async () => {
+    await page.reload();
+    await expect(links.first()).toBeAttached({ timeout: 2000 });
+  }).toPass({ timeout: 40_000 });
+  await hydrated(page);
+  await page.getByTestId("pause").click();
+  const pairs = await links.evaluateAll((els) =>
+    els.map((e) => [(e as SVGElement).dataset.fromRun, (e as SVGElement).dataset.toRun, (e as SVGElement).dataset.task]),
+  );
+  expect(pairs.length).toBeGreaterThan(0);
+  for (const [from, to, task] of pairs) {
+    const earlier = await (await request.get(`/api/v1/runs/${from}`)).json();
+    const later = await (await request.get(`/api/v1/runs/${to}`)).json();
+    expect(String(earlier.task_id)).toBe(task);
+    expect(String(later.task_id)).toBe(task);
+    expect(later.lease_epoch).toBeGreaterThan(earlier.lease_epoch);
+    expect(Date.parse(later.claimed_at)).toBeGreaterThanOrEqual(Date.parse(earlier.claimed_at));
+  }
+
+  // Hovering a bar lights up its task's attempts in every lane and dims the rest.
+  const bar = page.locator(`.timeline a.bar-link[data-task="${pairs[0][2]}"]`).first();
+  if ((await bar.count()) > 0) {
+    await bar.hover();
+    await expect(page.locator(".timeline svg")).toHaveClass(/focusing/);
+    await expect(page.getByTestId("timeline-detail")).toContainText(`task #${pairs[0][2]}`);
+    const opacities = await page.locator(".timeline a.bar-link").evaluateAll((els, task) =>
+      els.map((e) => [e.getAttribute("data-task") === task, getComputedStyle(e).opacity]),
+    pairs[0][2]);
+    for (const [same, opacity] of opacities) expect(opacity).toBe(same ? "1" : "0.22");
+  }
+
+  // Every window: readable ticks, a now line, and no two glyph boxes intersecting.
+  for (const minutes of [5, 15, 60, 240]) {
+    await page.goto(`/timeline?minutes=${minutes}`);
+    await hydrated(page);
+    await expect(page.getByTestId("now-line")).toBeAttached();
+    const labels = await page.locator(".timeline .tick-label").allTextContents();
+    expect(labels.length, `${minutes} min ticks`).toBeGreaterThanOrEqual(3);
+    for (const l of labels) expect(l).toMatch(/^\d\d:\d\d(:\d\d)?$/);
+    const boxes = await page.locator(".timeline [data-glyph]").evaluateAll((els) =>
+      els.map((e) => {
+        const r = e.getBoundingClientRect();
+        return { x: r.x, y: r.y, w: r.width, h: r.height, run: e.getAttribute("data-run") };
+      }),
+    );
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const [a, b] = [boxes[i], boxes[j]];
+        const overlap = a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+        expect(overlap, `${minutes} min: glyphs of runs ${a.run} and ${b.run} overlap`).toBe(false);
+      }
+    }
+  }
+
+  // Drag across the chart to zoom: the URL holds the stretch, and a link goes back to live.
+  await page.goto("/timeline?minutes=15");
+  await hydrated(page);
+  const box = (await page.locator(".timeline svg").boundingBox())!;
+  const y = box.y + box.height / 2;
+  await page.mouse.move(box.x + box.width * 0.5, y);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width * 0.8, y, { steps: 5 });
+  await expect(page.getByTestId("brush")).toBeAttached();
+  await page.mouse.up();
+  await expect(page).toHaveURL(/from=.*&to=/);
+  const zoomed = new URL(page.url());
+  const span = Date.parse(zoomed.searchParams.get("to")!) - Date.parse(zoomed.searchParams.get("from")!);
+  expect(span).toBeGreaterThan(0);
+  expect(span).toBeLessThan(15 * 60_000 * 0.5);
+  // A stretch that ends before now has no now line, and holds still.
+  await expect(page.locator("[data-testid=timeline], [data-testid=timeline-empty]").first()).toBeVisible();
+  await expect(page.getByTestId("now-line")).toHaveCount(0);
+  await page.getByTestId("zoom-out").click();
+  await expect(page).not.toHaveURL(/from=/);
+});

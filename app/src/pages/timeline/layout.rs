@@ -1,0 +1,632 @@
+//! Where every mark of the live timeline goes, as plain data: lanes, bars, density strips,
+//! glyphs, re-claim connectors and time ticks. No leptos here, so each rule (lane order, which
+//! bars merge, which glyphs fit, which attempts a connector joins) is unit-tested without a
+//! browser, and the page only turns these shapes into SVG.
+//!
+//! Coordinates are SVG user units of a chart [`Geometry::width`] wide. Time maps to x through
+//! [`Scale`]; lane `i` spans `y = top + i * lane_h .. + lane_h`.
+
+use chrono::{DateTime, Duration, Utc};
+use lastword_core::RunState;
+use std::collections::HashMap;
+
+/// The chart's fixed dimensions, named once so the view and the tests agree on them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Geometry {
+    /// Total width of the drawing.
+    pub width: f64,
+    /// Left column holding the worker names.
+    pub label_w: f64,
+    /// Right margin, holding the "now" label beside the now line.
+    pub right_pad: f64,
+    /// Height of the time axis row above the lanes.
+    pub axis_h: f64,
+    /// Height of one worker's lane.
+    pub lane_h: f64,
+    /// Vertical inset of a bar inside its lane.
+    pub bar_inset: f64,
+    /// A run narrower than this is merged into its lane's density strip.
+    pub min_bar_px: f64,
+    /// Width of one density cell.
+    pub bin_px: f64,
+    /// Room one glyph character takes (11 px bold text; arrows are wider than digits).
+    pub glyph_char_px: f64,
+    /// Tick spacing the axis aims for.
+    pub tick_px: f64,
+}
+
+impl Default for Geometry {
+    fn default() -> Self {
+        Geometry {
+            width: 1000.0,
+            label_w: 110.0,
+            right_pad: 30.0,
+            axis_h: 20.0,
+            lane_h: 26.0,
+            bar_inset: 4.0,
+            min_bar_px: 3.0,
+            bin_px: 4.0,
+            glyph_char_px: 11.0,
+            tick_px: 90.0,
+        }
+    }
+}
+
+impl Geometry {
+    /// The x where time is drawn from and to.
+    pub fn plot(&self) -> (f64, f64) {
+        (self.label_w, self.width - self.right_pad)
+    }
+
+    pub fn lane_top(&self, lane: usize) -> f64 {
+        self.axis_h + lane as f64 * self.lane_h
+    }
+
+    pub fn lane_mid(&self, lane: usize) -> f64 {
+        self.lane_top(lane) + self.lane_h / 2.0
+    }
+
+    pub fn height(&self, lanes: usize) -> f64 {
+        self.axis_h + lanes as f64 * self.lane_h + 2.0
+    }
+}
+
+/// Time → x over a window, linear and clamped to the plot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scale {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub x0: f64,
+    pub x1: f64,
+}
+
+impl Scale {
+    pub fn px_per_ms(&self) -> f64 {
+        (self.x1 - self.x0) / ((self.end - self.start).num_milliseconds().max(1) as f64)
+    }
+
+    /// The x of `t`, unclamped (marks past the edges are clipped by the view).
+    pub fn x(&self, t: DateTime<Utc>) -> f64 {
+        self.x0 + (t - self.start).num_milliseconds() as f64 * self.px_per_ms()
+    }
+
+    /// The time drawn at `x` (the inverse of [`Scale::x`]), for turning a drag into a window.
+    pub fn time_at(&self, x: f64) -> DateTime<Utc> {
+        self.start + Duration::milliseconds(((x - self.x0) / self.px_per_ms()).round() as i64)
+    }
+
+    /// The x of `t`, held to the plot.
+    pub fn x_clamped(&self, t: DateTime<Utc>) -> f64 {
+        self.x(t).clamp(self.x0, self.x1)
+    }
+}
+
+/// The window drawn: the last `minutes` up to `now`, or, when every run in it started later,
+/// from a little before the first claim, so a short history is not squeezed into the right edge.
+pub fn fitted_window(
+    now: DateTime<Utc>,
+    minutes: i64,
+    first_claim: Option<DateTime<Utc>>,
+) -> (DateTime<Utc>, DateTime<Utc>) {
+    let full = now - Duration::minutes(minutes);
+    let start = match first_claim {
+        Some(first) if first > full => {
+            // 5 % of the fitted span as margin, and at least the last minute shown.
+            let margin = (now - first) / 20;
+            (first - margin).min(now - Duration::minutes(1)).max(full)
+        }
+        _ => full,
+    };
+    (start, now)
+}
+
+/// One run as the timeline needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    pub run: i64,
+    pub task: i64,
+    pub worker: String,
+    pub epoch: i64,
+    pub claimed_at: DateTime<Utc>,
+    /// The finish, or `None` while it runs (drawn up to now) or since it went silent (drawn up
+    /// to its lease lapse).
+    pub finished_at: Option<DateTime<Utc>>,
+    pub lease_expires_at: DateTime<Utc>,
+    pub state: RunState,
+}
+
+/// How lanes are ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LaneOrder {
+    /// The worker whose latest failure is most recent first; workers without one after, by name.
+    #[default]
+    RecentFailure,
+    ByName,
+}
+
+impl LaneOrder {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaneOrder::RecentFailure => "failure",
+            LaneOrder::ByName => "name",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [LaneOrder::RecentFailure, LaneOrder::ByName].into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// The workers in lane order.
+pub fn lanes(spans: &[Span], order: LaneOrder) -> Vec<String> {
+    let mut latest_failure: HashMap<&str, Option<DateTime<Utc>>> = HashMap::new();
+    for s in spans {
+        let seen = latest_failure.entry(s.worker.as_str()).or_insert(None);
+        if s.state.is_failure() {
+            let at = s.finished_at.unwrap_or(s.lease_expires_at);
+            *seen = Some(seen.map_or(at, |prev| prev.max(at)));
+        }
+    }
+    let mut workers: Vec<(&str, Option<DateTime<Utc>>)> = latest_failure.into_iter().collect();
+    match order {
+        LaneOrder::ByName => workers.sort_by(|a, b| a.0.cmp(b.0)),
+        // `None` sorts first in `Option`'s order, so compare reversed on the failure time.
+        LaneOrder::RecentFailure => workers.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0))),
+    }
+    workers.into_iter().map(|(w, _)| w.to_string()).collect()
+}
+
+/// A run drawn as its own bar.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bar {
+    pub span: Span,
+    pub lane: usize,
+    pub x0: f64,
+    /// The right end at layout time; a running bar keeps growing in the view.
+    pub x1: f64,
+    /// The lease lapse inside the bar, if the run outlived its lease.
+    pub lapse_x: Option<f64>,
+}
+
+/// One density cell: the runs too narrow to draw alone in a lane's stretch of time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    pub lane: usize,
+    pub x0: f64,
+    pub x1: f64,
+    pub count: usize,
+    /// The state the cell is coloured by: its most urgent one (failures always win).
+    pub state: RunState,
+    pub failures: usize,
+}
+
+/// A glyph drawn in a bar.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Glyph {
+    pub run: i64,
+    pub lane: usize,
+    pub x: f64,
+    pub width: f64,
+    pub text: String,
+    /// What it marks: a state (`lost_lease`, `empty_output`) or `reclaim`.
+    pub mark: &'static str,
+}
+
+/// Why a task was claimed again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reclaim {
+    /// The earlier run outlived its lease and finished anyway: its write was refused.
+    LostLease,
+    /// The earlier run's lease lapsed without a word from it.
+    Silent,
+    /// The earlier run failed with a cause and the task was retried.
+    Retry,
+    /// The earlier run finished well and the task ran again: only an operator re-queue does that.
+    Requeue,
+}
+
+impl Reclaim {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reclaim::LostLease => "lost_lease",
+            Reclaim::Silent => "silent",
+            Reclaim::Retry => "retry",
+            Reclaim::Requeue => "requeue",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Reclaim::LostLease => "re-claimed after a lost lease",
+            Reclaim::Silent => "re-claimed after a silent run",
+            Reclaim::Retry => "retried after a failure",
+            Reclaim::Requeue => "re-queued by an operator",
+        }
+    }
+
+    fn of(earlier: RunState) -> Reclaim {
+        match earlier {
+            RunState::LostLease => Reclaim::LostLease,
+            RunState::Silent | RunState::Running => Reclaim::Silent,
+            RunState::Failed | RunState::EmptyOutput => Reclaim::Retry,
+            RunState::NoAction | RunState::Skip | RunState::Acted => Reclaim::Requeue,
+        }
+    }
+}
+
+/// A line from the end of an attempt's lease to the start of the next attempt of its task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Connector {
+    pub from_run: i64,
+    pub to_run: i64,
+    pub task: i64,
+    pub reason: Reclaim,
+    pub from: (f64, f64),
+    pub to: (f64, f64),
+}
+
+impl Connector {
+    /// An SVG path: out of the lapse to the right, into the new claim from the left.
+    pub fn path(&self) -> String {
+        let ((x0, y0), (x1, y1)) = (self.from, self.to);
+        let bend = ((x1 - x0).abs() / 2.0).max(12.0);
+        format!("M{x0:.1},{y0:.1} C{:.1},{y0:.1} {:.1},{y1:.1} {x1:.1},{y1:.1}", x0 + bend, x1 - bend)
+    }
+}
+
+/// A labelled time on the axis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tick {
+    pub at: DateTime<Utc>,
+    pub x: f64,
+    pub label: String,
+}
+
+/// Everything the chart draws for one answer.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Layout {
+    pub lanes: Vec<String>,
+    pub bars: Vec<Bar>,
+    pub cells: Vec<Cell>,
+    pub glyphs: Vec<Glyph>,
+    pub connectors: Vec<Connector>,
+}
+
+/// The urgency a state wins a density cell (and a glyph slot) with: failures first.
+fn urgency(state: RunState) -> u8 {
+    match state {
+        RunState::LostLease => 7,
+        RunState::EmptyOutput => 6,
+        RunState::Silent => 5,
+        RunState::Failed => 4,
+        RunState::Running => 3,
+        RunState::Acted => 2,
+        RunState::NoAction => 1,
+        RunState::Skip => 0,
+    }
+}
+
+/// Lays out `spans` (runs overlapping the window) on `scale`, with running ones drawn to `now`.
+pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc>, g: &Geometry) -> Layout {
+    let lanes = lanes(spans, order);
+    let lane_of: HashMap<&str, usize> = lanes.iter().enumerate().map(|(i, w)| (w.as_str(), i)).collect();
+    let mut bars = Vec::new();
+    // (lane, bin index) → (count, most urgent state, failures)
+    let mut bins: HashMap<(usize, i64), (usize, RunState, usize)> = HashMap::new();
+    for s in spans {
+        let lane = lane_of[s.worker.as_str()];
+        // A silent run is drawn to where it went silent (its lease lapse), a running one to now.
+        let open_end = if s.state == RunState::Silent { s.lease_expires_at } else { now };
+        let end = s.finished_at.unwrap_or(open_end).max(s.claimed_at);
+        let (x0, x1) = (scale.x_clamped(s.claimed_at), scale.x_clamped(end));
+        if x1 - x0 >= g.min_bar_px {
+            let lapse_x = (s.lease_expires_at < end).then(|| scale.x_clamped(s.lease_expires_at));
+            bars.push(Bar { span: s.clone(), lane, x0, x1, lapse_x });
+        } else {
+            // Bins on absolute x, so a run's cell does not depend on its neighbours.
+            let bin = (((x0 + x1) / 2.0 - g.label_w) / g.bin_px).floor() as i64;
+            let cell = bins.entry((lane, bin)).or_insert((0, s.state, 0));
+            cell.0 += 1;
+            if urgency(s.state) > urgency(cell.1) {
+                cell.1 = s.state;
+            }
+            cell.2 += usize::from(s.state.is_failure());
+        }
+    }
+    let mut cells: Vec<Cell> = bins
+        .into_iter()
+        .map(|((lane, bin), (count, state, failures))| {
+            let x0 = g.label_w + bin as f64 * g.bin_px;
+            Cell { lane, x0, x1: x0 + g.bin_px, count, state, failures }
+        })
+        .collect();
+    // Healthy cells first, failures last: drawn on top, never hidden.
+    cells.sort_by(|a, b| {
+        urgency(a.state).cmp(&urgency(b.state)).then(a.lane.cmp(&b.lane)).then(a.x0.total_cmp(&b.x0))
+    });
+    let glyphs = place_glyphs(&bars, g);
+    let connectors = connect(spans, &lane_of, scale, g);
+    Layout { lanes, bars, cells, glyphs, connectors }
+}
+
+/// The glyph a bar would carry, if any: its failure mark, else its re-claim epoch.
+fn glyph_for(span: &Span) -> Option<(String, &'static str)> {
+    match span.state {
+        RunState::LostLease => Some(("⇄".into(), "lost_lease")),
+        RunState::EmptyOutput => Some(("∅".into(), "empty_output")),
+        _ if span.epoch > 1 => Some((format!("↻{}", span.epoch), "reclaim")),
+        _ => None,
+    }
+}
+
+/// Glyphs only where they fit: inside their own bar and clear of every glyph already placed in
+/// the lane, the most urgent placed first. A glyph that does not fit is left out (the bar's
+/// colour, pattern and tooltip still say it).
+fn place_glyphs(bars: &[Bar], g: &Geometry) -> Vec<Glyph> {
+    let mut wanted: Vec<(&Bar, String, &'static str)> =
+        bars.iter().filter_map(|b| glyph_for(&b.span).map(|(t, m)| (b, t, m))).collect();
+    wanted.sort_by(|a, b| {
+        urgency(b.0.span.state).cmp(&urgency(a.0.span.state)).then(a.0.x0.total_cmp(&b.0.x0))
+    });
+    let mut placed: Vec<Glyph> = Vec::new();
+    for (bar, text, mark) in wanted {
+        let width = text.chars().count() as f64 * g.glyph_char_px + 2.0;
+        let x = bar.x0 + 1.0;
+        let fits_bar = x + width <= bar.x1;
+        let clear =
+            placed.iter().filter(|p| p.lane == bar.lane).all(|p| x + width <= p.x || p.x + p.width <= x);
+        if fits_bar && clear {
+            placed.push(Glyph { run: bar.span.run, lane: bar.lane, x, width, text, mark });
+        }
+    }
+    placed
+}
+
+/// A connector for every attempt whose task's previous attempt is also in the window: from the
+/// earlier run's lease lapse (or its finish, if it finished within its lease) to the later claim.
+fn connect(spans: &[Span], lane_of: &HashMap<&str, usize>, scale: &Scale, g: &Geometry) -> Vec<Connector> {
+    let mut by_task: HashMap<i64, Vec<&Span>> = HashMap::new();
+    for s in spans {
+        by_task.entry(s.task).or_default().push(s);
+    }
+    let mut out = Vec::new();
+    for (task, mut attempts) in by_task {
+        attempts.sort_by_key(|s| (s.epoch, s.claimed_at, s.run));
+        for pair in attempts.windows(2) {
+            let (earlier, later) = (pair[0], pair[1]);
+            let handed_over =
+                earlier.finished_at.map_or(earlier.lease_expires_at, |f| f.min(earlier.lease_expires_at));
+            out.push(Connector {
+                from_run: earlier.run,
+                to_run: later.run,
+                task,
+                reason: Reclaim::of(earlier.state),
+                from: (scale.x_clamped(handed_over), g.lane_mid(lane_of[earlier.worker.as_str()])),
+                to: (scale.x_clamped(later.claimed_at), g.lane_mid(lane_of[later.worker.as_str()])),
+            });
+        }
+    }
+    out.sort_by_key(|c| c.to_run);
+    out
+}
+
+/// Steps the axis may use, in seconds.
+const TICK_STEPS: [i64; 16] = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
+
+/// Ticks at round times (every 10 s, 1 min, 15 min, …), about `tick_px` apart, labelled in
+/// the zone `offset` gives (UTC or the browser's), with seconds only when the step needs them.
+pub fn ticks(scale: &Scale, g: &Geometry, offset: chrono::FixedOffset) -> Vec<Tick> {
+    let span_ms = (scale.end - scale.start).num_milliseconds().max(1);
+    let wanted = ((scale.x1 - scale.x0) / g.tick_px).max(1.0);
+    let step = TICK_STEPS
+        .into_iter()
+        .find(|s| (span_ms as f64 / (*s as f64 * 1000.0)) <= wanted)
+        .unwrap_or(*TICK_STEPS.last().unwrap_or(&3600));
+    let step_ms = step * 1000;
+    let local_ms = |t: DateTime<Utc>| t.timestamp_millis() + offset.local_minus_utc() as i64 * 1000;
+    let first = local_ms(scale.start).div_euclid(step_ms) * step_ms + step_ms;
+    let mut out = Vec::new();
+    let mut at_local = first;
+    while at_local <= local_ms(scale.end) {
+        let Some(at) = DateTime::from_timestamp_millis(at_local - offset.local_minus_utc() as i64 * 1000)
+        else {
+            break;
+        };
+        let shown = at.with_timezone(&offset);
+        let label = if step < 60 { shown.format("%H:%M:%S") } else { shown.format("%H:%M") }.to_string();
+        out.push(Tick { at, x: scale.x(at), label });
+        at_local += step_ms;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
+    }
+
+    #[allow(clippy::too_many_arguments)] // one row of a table of attempts reads best flat
+    fn span(
+        run: i64,
+        task: i64,
+        worker: &str,
+        epoch: i64,
+        from: i64,
+        to: Option<i64>,
+        lease: i64,
+        state: RunState,
+    ) -> Span {
+        Span {
+            run,
+            task,
+            worker: worker.into(),
+            epoch,
+            claimed_at: t(from),
+            finished_at: to.map(t),
+            lease_expires_at: t(lease),
+            state,
+        }
+    }
+
+    fn scale(from: i64, to: i64) -> Scale {
+        let (x0, x1) = Geometry::default().plot();
+        Scale { start: t(from), end: t(to), x0, x1 }
+    }
+
+    #[test]
+    fn a_drag_turns_back_into_the_times_it_covers() {
+        let sc = scale(0, 900);
+        for s in [0, 1, 450, 899, 900] {
+            assert_eq!(sc.time_at(sc.x(t(s))), t(s));
+        }
+        assert_eq!(sc.x(t(0)), sc.x0);
+        assert_eq!(sc.x(t(900)), sc.x1);
+        assert_eq!(sc.x_clamped(t(2000)), sc.x1);
+    }
+
+    #[test]
+    fn a_short_history_is_fitted_and_a_long_one_fills_the_window() {
+        // 15 minutes asked, runs only in the last 100 s: start 5 s before the first claim.
+        assert_eq!(fitted_window(t(900), 15, Some(t(800))), (t(795), t(900)));
+        // Runs from before the window: the whole window.
+        assert_eq!(fitted_window(t(900), 15, Some(t(-5))), (t(0), t(900)));
+        assert_eq!(fitted_window(t(900), 15, None), (t(0), t(900)));
+        // A first claim a second ago still shows about a minute.
+        let (start, _) = fitted_window(t(900), 15, Some(t(899)));
+        assert!(start < t(899) && start >= t(0));
+    }
+
+    #[test]
+    fn lanes_put_the_most_recent_failure_first_or_go_by_name() {
+        let spans = vec![
+            span(1, 1, "b", 1, 0, Some(5), 30, RunState::Acted),
+            span(2, 2, "c", 1, 0, Some(5), 30, RunState::Failed),
+            span(3, 3, "a", 1, 0, Some(9), 30, RunState::LostLease),
+            span(4, 4, "d", 1, 0, Some(5), 30, RunState::Skip),
+        ];
+        assert_eq!(lanes(&spans, LaneOrder::RecentFailure), ["a", "c", "b", "d"]);
+        assert_eq!(lanes(&spans, LaneOrder::ByName), ["a", "b", "c", "d"]);
+        assert_eq!(LaneOrder::parse("name"), Some(LaneOrder::ByName));
+        assert_eq!(LaneOrder::parse("nope"), None);
+    }
+
+    #[test]
+    fn narrow_runs_merge_into_cells_coloured_by_their_worst_state_and_drawn_on_top() {
+        let g = Geometry::default();
+        // 900 s on 882 px: about a pixel a second, so one-second runs are too narrow to draw.
+        let sc = scale(0, 900);
+        let spans = vec![
+            span(1, 1, "w", 1, 100, Some(101), 130, RunState::Acted),
+            span(2, 2, "w", 1, 101, Some(102), 130, RunState::Failed),
+            span(3, 3, "w", 1, 400, Some(401), 430, RunState::Skip),
+            span(4, 4, "w", 1, 500, Some(560), 530, RunState::LostLease),
+        ];
+        let l = layout(&spans, LaneOrder::ByName, &sc, t(900), &g);
+        assert_eq!(l.bars.len(), 1, "only the 60-second run is wide enough");
+        assert_eq!(l.bars[0].span.run, 4);
+        assert!(l.bars[0].lapse_x.is_some(), "it outlived its lease at 530 s");
+        let total: usize = l.cells.iter().map(|c| c.count).sum();
+        assert_eq!(total, 3, "every narrow run is counted in a cell");
+        let failed = l.cells.iter().find(|c| c.failures > 0).expect("the failure's cell");
+        assert_eq!(failed.state, RunState::Failed, "a failure colours the cell it shares with a healthy run");
+        assert_eq!(failed.count, 2);
+        assert_eq!(l.cells.last().unwrap().state, RunState::Failed, "failure cells are drawn last, on top");
+        // Zoomed in on the first two runs, they separate into bars.
+        let zoomed = layout(&spans[..2], LaneOrder::ByName, &scale(95, 110), t(110), &g);
+        assert_eq!((zoomed.bars.len(), zoomed.cells.len()), (2, 0));
+    }
+
+    #[test]
+    fn glyphs_fit_inside_their_bar_and_never_overlap_in_a_lane() {
+        let g = Geometry::default();
+        let sc = scale(0, 300);
+        // Two lost leases and a re-claim starting together in one lane: wide bars, colliding
+        // glyphs; an empty output in a bar too narrow for its glyph; a re-claim in another lane.
+        let spans = vec![
+            span(1, 1, "w", 1, 10, Some(40), 20, RunState::LostLease),
+            span(2, 2, "w", 1, 10, Some(40), 20, RunState::LostLease),
+            span(3, 3, "w", 3, 10, Some(30), 50, RunState::Acted),
+            span(4, 4, "w", 1, 45, Some(47), 50, RunState::EmptyOutput),
+            span(5, 5, "v", 2, 10, Some(40), 50, RunState::Acted),
+        ];
+        let l = layout(&spans, LaneOrder::ByName, &sc, t(300), &g);
+        assert_eq!(l.bars.len(), 5, "every run is wide enough for a bar");
+        for (i, a) in l.glyphs.iter().enumerate() {
+            let bar = l.bars.iter().find(|b| b.span.run == a.run).unwrap();
+            assert!(a.x >= bar.x0 && a.x + a.width <= bar.x1, "glyph {a:?} inside its bar");
+            for b in &l.glyphs[i + 1..] {
+                let overlap = a.lane == b.lane && a.x < b.x + b.width && b.x < a.x + a.width;
+                assert!(!overlap, "{a:?} and {b:?} overlap");
+            }
+        }
+        let marks: Vec<_> = l.glyphs.iter().map(|g| (g.run, g.mark)).collect();
+        assert!(marks.contains(&(1, "lost_lease")), "the first lost lease gets its glyph: {marks:?}");
+        assert!(!marks.iter().any(|(r, _)| *r == 2 || *r == 3), "colliding glyphs are left out: {marks:?}");
+        assert!(marks.contains(&(5, "reclaim")), "another lane is free: {marks:?}");
+        assert!(!marks.iter().any(|(r, _)| *r == 4), "a glyph wider than its bar is left out: {marks:?}");
+    }
+
+    #[test]
+    fn connectors_join_each_attempt_to_the_next_across_lanes_with_a_reason() {
+        let g = Geometry::default();
+        let sc = scale(0, 300);
+        // Task 7: a silent run on a, re-claimed by b whose write lost its lease, re-claimed by c.
+        let spans = vec![
+            span(10, 7, "a", 1, 0, None, 30, RunState::Silent),
+            span(11, 7, "b", 2, 31, Some(90), 61, RunState::LostLease),
+            span(12, 7, "c", 3, 62, Some(70), 92, RunState::Acted),
+            span(13, 8, "a", 1, 100, Some(110), 130, RunState::Acted),
+            span(14, 8, "a", 2, 200, Some(210), 230, RunState::NoAction),
+            span(15, 9, "b", 1, 100, Some(110), 130, RunState::Acted),
+        ];
+        let l = layout(&spans, LaneOrder::ByName, &sc, t(300), &g);
+        let ends: Vec<_> = l.connectors.iter().map(|c| (c.from_run, c.to_run, c.reason)).collect();
+        assert_eq!(
+            ends,
+            [(10, 11, Reclaim::Silent), (11, 12, Reclaim::LostLease), (13, 14, Reclaim::Requeue)]
+        );
+        let first = &l.connectors[0];
+        assert_eq!(first.from, (sc.x(t(30)), g.lane_mid(0)), "from the lapse of a's lease, in a's lane");
+        assert_eq!(first.to, (sc.x(t(31)), g.lane_mid(1)), "to b's claim, in b's lane");
+        let silent = l.bars.iter().find(|b| b.span.run == 10).unwrap();
+        assert_eq!(
+            (silent.x0, silent.x1),
+            (sc.x(t(0)), sc.x(t(30))),
+            "a silent run ends where it went silent"
+        );
+        // A run that finished inside its lease hands over at its finish.
+        assert_eq!(l.connectors[2].from.0, sc.x(t(110)));
+        assert!(first.path().starts_with('M'));
+    }
+
+    #[test]
+    fn ticks_fall_on_round_times_about_the_wanted_distance_apart() {
+        let g = Geometry::default();
+        let utc = chrono::FixedOffset::east_opt(0).unwrap();
+        for (minutes, step_secs) in [(5, 60), (15, 120), (60, 600), (240, 1800)] {
+            let sc = scale(0, minutes * 60);
+            let ticks = ticks(&sc, &g, utc);
+            assert!(ticks.len() >= 3, "{minutes} min: {ticks:?}");
+            for pair in ticks.windows(2) {
+                assert_eq!((pair[1].at - pair[0].at).num_seconds(), step_secs, "{minutes} min");
+                assert!(pair[1].x - pair[0].x >= g.tick_px * 0.6, "{minutes} min: readable spacing");
+            }
+            for tick in &ticks {
+                assert_eq!(tick.at.timestamp() % step_secs, 0, "round times");
+                assert!(tick.x >= sc.x0 && tick.x <= sc.x1);
+            }
+        }
+        let sc = scale(0, 60);
+        assert!(ticks(&sc, &g, utc).iter().all(|t| t.label.len() == 8), "seconds shown on short windows");
+        // A zone east of UTC labels the same instants in its own time.
+        let plus2 = chrono::FixedOffset::east_opt(7200).unwrap();
+        let a = ticks(&scale(0, 3600), &g, utc);
+        let b = ticks(&scale(0, 3600), &g, plus2);
+        assert_eq!(a.iter().map(|t| t.at).collect::<Vec<_>>(), b.iter().map(|t| t.at).collect::<Vec<_>>());
+        assert_ne!(a[0].label, b[0].label);
+    }
+}
