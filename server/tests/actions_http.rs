@@ -630,7 +630,9 @@ async fn users_mode_only_operators_act_and_the_actor_is_the_token_name(db: Db) {
 // ---------------------------------------------------------------- 8. cross-site writes
 
 async fn cross_site_posts_are_refused_before_anything_changes(db: Db) {
-    let f = Fixture::new(db);
+    // Served as dash.internal (started with --allowed-host dash.internal).
+    let served = lastword_server::auth::host::AllowedHosts::new(["dash.internal"]);
+    let f = Fixture::with_auth(db, Auth::local().with_allowed_hosts(served));
     let id = f.dead(ErrorCause::Timeout).await;
     let before = f.row(id).await;
     let uri = requeue_uri(id);

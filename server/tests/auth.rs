@@ -11,6 +11,7 @@ use axum::routing::post;
 use axum::Router;
 use lastword_core::Tokens;
 use lastword_server::auth::config::{AuthArgs, AuthMode};
+use lastword_server::auth::host::AllowedHosts;
 use lastword_server::auth::proxy::{header_name, name_list, parse_trusted, ProxyConfig};
 use lastword_server::auth::users::{hash_password, new_token, Users};
 use lastword_server::{router_with, state::leptos_options, AppState, Auth, RequireOperator};
@@ -203,6 +204,57 @@ async fn local_mode_refuses_cross_site_writes_so_no_web_page_can_act_through_the
 }
 
 // ---------------------------------------------------------------- users mode: the gate
+
+/// DNS rebinding: a page on `rebind.example` that points its name at 127.0.0.1 is same-origin
+/// to the browser, so only `Host` tells it apart. Refused (421) in every mode, reads and writes
+/// alike, with nothing done; the names we serve, and the probes, still answer.
+#[tokio::test]
+async fn requests_for_a_host_we_do_not_serve_are_refused_in_every_mode() {
+    let _serial = serial();
+    let db = sqlite_memory().await;
+    let allowed = AllowedHosts::new(["dash.example.com"]);
+    let fx = fixture();
+    let users = Auth::users(Users::parse(&fx.toml).unwrap(), &db).await.unwrap();
+    for (mode, auth) in [("local", Auth::local()), ("users", users)] {
+        let (app, runs) = app(&db, auth.with_allowed_hosts(allowed.clone()));
+        let with_host = |req: axum::http::request::Builder, host: &str| {
+            req.header(header::HOST, host).body(Body::empty()).unwrap()
+        };
+        for host in ["rebind.example:3000", "127.0.0.1.rebind.example", "10.0.0.9:3000"] {
+            let page = send(&app, with_host(get("/"), host)).await;
+            assert_eq!(page.status, StatusCode::MISDIRECTED_REQUEST, "{mode} {host}: {}", page.body);
+            assert!(page.body.contains("--allowed-host"), "says what to do: {}", page.body);
+            let api = send(&app, with_host(get("/api/v1/runs"), host)).await;
+            assert_eq!(api.status, StatusCode::MISDIRECTED_REQUEST, "{mode} {host}");
+            let act = send(
+                &app,
+                with_host(
+                    Request::post("/api/v1/test/act")
+                        .header(header::AUTHORIZATION, bearer(&fx.operator_token)),
+                    host,
+                ),
+            )
+            .await;
+            assert_eq!(act.status, StatusCode::MISDIRECTED_REQUEST, "{mode} {host}: even with a good token");
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "{mode}: nothing acted");
+        assert_eq!(
+            send(&app, with_host(get("/readyz"), "10.0.0.9:3000")).await.status,
+            StatusCode::OK,
+            "probes answer"
+        );
+        for host in
+            ["127.0.0.1:3000", "localhost:3000", "[::1]:3000", "dash.example.com", "DASH.example.com:443"]
+        {
+            let me = send(
+                &app,
+                with_host(get("/api/v1/me").header(header::AUTHORIZATION, bearer(&fx.operator_token)), host),
+            )
+            .await;
+            assert_eq!(me.status, StatusCode::OK, "{mode} {host}: {}", me.body);
+        }
+    }
+}
 
 #[tokio::test]
 async fn users_mode_without_credentials_is_401_for_the_api_and_the_login_page_for_browsers() {
@@ -422,7 +474,9 @@ async fn a_viewer_session_may_not_act() {
 async fn cross_site_writes_with_a_valid_session_are_refused_before_the_handler_runs() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let (app, runs) = users_app(&db, &fixture().toml).await;
+    // Served as dash.internal (started with --allowed-host dash.internal).
+    let auth = Auth::users(Users::parse(&fixture().toml).unwrap(), &db).await.unwrap();
+    let (app, runs) = app(&db, auth.with_allowed_hosts(AllowedHosts::new(["dash.internal"])));
     let cookie = login(&app, "alice", "alice-pw", "/").await.session_cookie().unwrap();
     let act = |headers: &[(&str, &str)]| {
         let mut request = Request::post("/api/v1/test/act")
@@ -472,7 +526,9 @@ async fn a_public_origin_is_trusted_behind_a_host_rewriting_proxy() {
     let db = sqlite_memory().await;
     let origin =
         lastword_server::auth::cross_origin::PublicOrigin::parse("https://lastword.example.com").unwrap();
-    let (app, runs) = app(&db, Auth::local().with_public_origins(vec![origin]));
+    // The proxy forwards to the address the server listens on (--addr 10.0.0.5:3000).
+    let served = AllowedHosts::new(["10.0.0.5"]);
+    let (app, runs) = app(&db, Auth::local().with_public_origins(vec![origin]).with_allowed_hosts(served));
     let request = |origin: &str| {
         Request::post("/api/v1/test/act")
             .header(header::HOST, "10.0.0.5:3000")

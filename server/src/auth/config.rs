@@ -3,6 +3,7 @@
 //! mistake in it, refuses to start with a message saying what to do instead.
 
 use crate::auth::cross_origin::PublicOrigin;
+use crate::auth::host::AllowedHosts;
 use crate::auth::proxy::{self, ProxyConfig};
 use crate::auth::users::Users;
 use crate::auth::Auth;
@@ -47,6 +48,12 @@ pub struct AuthArgs {
     #[arg(long, env = "LASTWORD_PUBLIC_ORIGIN", value_delimiter = ',')]
     pub public_origin: Vec<String>,
 
+    /// Host names (or addresses) the dashboard is reached at, besides loopback and the hosts of
+    /// --public-origin (comma-separated); requests naming any other Host are refused (DNS
+    /// rebinding). `*` accepts any host, for a proxy that checks Host itself.
+    #[arg(long, env = "LASTWORD_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_host: Vec<String>,
+
     /// Proxy mode: the header naming the user.
     #[arg(long, env = "LASTWORD_PROXY_USER_HEADER", default_value = "X-Forwarded-User")]
     pub proxy_user_header: String,
@@ -76,6 +83,7 @@ impl Default for AuthArgs {
             users_toml: None,
             cookie_secure: false,
             public_origin: vec![],
+            allowed_host: vec![],
             proxy_user_header: "X-Forwarded-User".to_string(),
             trusted_proxies: None,
             proxy_operators: None,
@@ -137,7 +145,24 @@ impl AuthArgs {
             }
             AuthMode::Proxy => Auth::proxy(self.proxy_config()?, self.load_users()?),
         };
-        Ok(auth.with_cookie_secure(self.cookie_secure).with_public_origins(public_origins))
+        let allowed_hosts = self.allowed_hosts(addr);
+        tracing::info!(hosts = allowed_hosts.describe(), "serving requests for these hosts");
+        Ok(auth
+            .with_cookie_secure(self.cookie_secure)
+            .with_public_origins(public_origins)
+            .with_allowed_hosts(allowed_hosts))
+    }
+
+    /// Loopback, `--allowed-host`, the hosts of `--public-origin`, and the address we listen
+    /// on when it is one address (not `0.0.0.0`/`::`, which says nothing about our name).
+    pub fn allowed_hosts(&self, addr: SocketAddr) -> AllowedHosts {
+        let listen = (!addr.ip().is_unspecified()).then(|| match addr.ip() {
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        });
+        AllowedHosts::new(
+            self.allowed_host.iter().cloned().chain(self.public_origin.iter().cloned()).chain(listen),
+        )
     }
 
     fn proxy_config(&self) -> anyhow::Result<ProxyConfig> {
@@ -173,6 +198,22 @@ impl AuthArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn served_hosts_are_loopback_the_flags_the_public_origins_and_a_specific_listen_address() {
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let args = AuthArgs {
+            allowed_host: vec!["ops.internal".into()],
+            public_origin: vec!["https://dash.example.com".into()],
+            ..AuthArgs::default()
+        };
+        let on_one = args.allowed_hosts(addr("10.0.0.5:3000"));
+        assert_eq!(on_one.describe(), "loopback, ops.internal, dash.example.com, 10.0.0.5");
+        assert!(on_one.allows("10.0.0.5:3000") && on_one.allows("dash.example.com"));
+        let on_all = args.allowed_hosts(addr("0.0.0.0:3000"));
+        assert!(!on_all.allows("0.0.0.0:3000") && !on_all.allows("10.0.0.5:3000"), "{}", on_all.describe());
+        assert!(args.allowed_hosts(addr("[fd00::5]:3000")).allows("[fd00::5]:3000"));
+    }
 
     #[test]
     fn local_mode_listens_on_loopback_only() {

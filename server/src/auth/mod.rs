@@ -3,12 +3,13 @@
 //! proxy names — and puts it in the request extensions, where API handlers
 //! (`Extension<Principal>`, [`RequireOperator`]) and the Leptos app
 //! (`app::auth::current_principal()`) find it. The same middleware turns away requests without
-//! one (401 JSON for the API, the login page for browsers) and cross-site writes
-//! ([`cross_origin`]).
+//! one (401 JSON for the API, the login page for browsers), cross-site writes
+//! ([`cross_origin`]), and requests sent to a host name we do not serve ([`host`]).
 
 pub mod config;
 pub mod cross_origin;
 pub mod handlers;
+pub mod host;
 pub mod proxy;
 pub mod session;
 pub mod users;
@@ -21,6 +22,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Json;
 use cross_origin::PublicOrigin;
+use host::AllowedHosts;
 use lastword_core::{Principal, Role};
 use lastword_store::Db;
 use proxy::ProxyConfig;
@@ -53,12 +55,21 @@ pub struct Auth {
     pub cookie_secure: bool,
     /// Extra origins a state-changing browser request may come from.
     pub public_origins: Vec<PublicOrigin>,
+    /// Host names requests may be sent to (loopback always).
+    pub allowed_hosts: AllowedHosts,
 }
 
 impl Auth {
     /// Local mode: everyone is the local operator.
     pub fn local() -> Auth {
-        Auth { mode: Mode::Local, users: None, sessions: None, cookie_secure: false, public_origins: vec![] }
+        Auth {
+            mode: Mode::Local,
+            users: None,
+            sessions: None,
+            cookie_secure: false,
+            public_origins: vec![],
+            allowed_hosts: AllowedHosts::default(),
+        }
     }
 
     /// Users mode, with login sessions kept in `db` (their table is created if missing).
@@ -74,6 +85,11 @@ impl Auth {
 
     pub fn with_cookie_secure(mut self, secure: bool) -> Auth {
         self.cookie_secure = secure;
+        self
+    }
+
+    pub fn with_allowed_hosts(mut self, hosts: AllowedHosts) -> Auth {
+        self.allowed_hosts = hosts;
         self
     }
 
@@ -127,6 +143,10 @@ pub enum AuthError {
     /// 403: a browser request on behalf of another site.
     #[error("cross-origin request refused")]
     CrossOrigin,
+    /// 421: sent to a host name this server does not serve (DNS rebinding, or a missing
+    /// `--allowed-host`).
+    #[error("this server does not serve the host {host:?}; if that is its name, start it with --allowed-host {name} (or --public-origin)")]
+    MisdirectedHost { host: String, name: String },
 }
 
 impl AuthError {
@@ -134,6 +154,7 @@ impl AuthError {
         match self {
             AuthError::Unauthenticated | AuthError::BadToken => StatusCode::UNAUTHORIZED,
             AuthError::Forbidden(_) | AuthError::CrossOrigin => StatusCode::FORBIDDEN,
+            AuthError::MisdirectedHost { .. } => StatusCode::MISDIRECTED_REQUEST,
         }
     }
 }
@@ -147,6 +168,7 @@ impl IntoResponse for AuthError {
             AuthError::BadToken => ("unauthorized", "unknown bearer token"),
             AuthError::Forbidden(_) => ("forbidden", ""),
             AuthError::CrossOrigin => ("cross_origin", "cross-origin request refused"),
+            AuthError::MisdirectedHost { .. } => ("misdirected_host", ""),
         };
         let message = if message.is_empty() { self.to_string() } else { message.to_string() };
         let mut response =
@@ -237,6 +259,15 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
     let auth = &state.auth;
     let path = req.uri().path().to_string();
     let open = is_open_path(&path, &state.leptos_options.site_root);
+
+    // Before anything else: a request to a name we do not serve reads and changes nothing.
+    if !matches!(path.as_str(), "/healthz" | "/readyz") {
+        if let Some(host) = request_host(&req).filter(|h| !auth.allowed_hosts.allows(h)) {
+            tracing::warn!(host, path, "refused a request for a host this server does not serve");
+            let name = host::name_of(&host).unwrap_or_else(|| host.clone());
+            return AuthError::MisdirectedHost { host, name }.into_response();
+        }
+    }
 
     let mut by_token = false;
     let principal = match &auth.mode {
