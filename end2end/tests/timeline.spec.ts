@@ -24,7 +24,7 @@ test("a task re-claimed twice across three workers is drawn as two links with th
   ]);
   // Each link starts in the lane of the attempt it leaves and ends in the lane of the next one.
   const laneOf = async (worker: string) => {
-    const r = (await page.locator(`.timeline .swimlane[data-worker="${worker}"] .lane-bg`).boundingBox())!;
+    const r = (await page.locator(`.timeline .swimlane[data-lane="${worker}"] .lane-bg`).boundingBox())!;
     return [r.y, r.y + r.height];
   };
   const [a, b, c] = [await laneOf("worker-a"), await laneOf("worker-b"), await laneOf("worker-c")];
@@ -60,7 +60,7 @@ test("200 workers and 5 000 runs: lanes limited, glyphs apart, render time measu
   // Most urgent lanes first, the rest behind a link.
   const lanes = page.locator(".timeline .swimlane");
   expect(await lanes.count()).toBe(40);
-  await expect(page.getByTestId("hidden-lanes")).toContainText("163 more workers");
+  await expect(page.getByTestId("hidden-lanes")).toContainText("163 more lanes");
   const drawn = await page.evaluate(() => ({
     bars: document.querySelectorAll(".timeline a.bar-link").length,
     cells: document.querySelectorAll(".timeline .cell").length,
@@ -103,6 +103,18 @@ test("200 workers and 5 000 runs: lanes limited, glyphs apart, render time measu
       const [a, b] = [boxes[i], boxes[j]];
       expect(a[0] < b[0] + b[2] && b[0] < a[0] + a[2] && a[1] < b[1] + b[3] && b[1] < a[1] + a[3]).toBe(false);
     }
+  // Lanes per state or per kind instead of per worker; a worker filter keeps its lane only.
+  await page.goto(`${scaleURL}/timeline?minutes=15&by=state`);
+  await hydrated(page);
+  const stateLanes = await lanes.evaluateAll((els) => els.map((e) => e.getAttribute("data-lane")));
+  expect(stateLanes).toEqual(expect.arrayContaining(["acted", "lost lease", "failed", "empty output", "silent"]));
+  expect(stateLanes.length).toBe(5);
+  await page.goto(`${scaleURL}/timeline?minutes=15&by=kind`);
+  await expect(lanes).toHaveCount(2);
+  await page.goto(`${scaleURL}/timeline?minutes=15&worker=worker-a`);
+  const workerLanes = await lanes.evaluateAll((els) => els.map((e) => e.getAttribute("data-lane")));
+  expect(workerLanes).toEqual(["worker-a"]);
+
   console.log(
     `timeline-scale: 15 min, 5003 runs, 203 workers: first view (40 lanes) hydrated in ${firstHydrated} ms ` +
       `(${drawn.bars} bars, ${drawn.cells} density cells, ${drawn.failedCells} with failures); all lanes in ${allLanes} ms; ` +

@@ -15,13 +15,13 @@ use std::collections::HashMap;
 pub struct Geometry {
     /// Total width of the drawing.
     pub width: f64,
-    /// Left column holding the worker names.
+    /// Left column holding the lane names.
     pub label_w: f64,
     /// Right margin, holding the "now" label beside the now line.
     pub right_pad: f64,
     /// Height of the time axis row above the lanes.
     pub axis_h: f64,
-    /// Height of one worker's lane.
+    /// Height of one lane.
     pub lane_h: f64,
     /// Vertical inset of a bar inside its lane.
     pub bar_inset: f64,
@@ -125,7 +125,8 @@ pub fn fitted_window(
 pub struct Span {
     pub run: i64,
     pub task: i64,
-    pub worker: String,
+    /// The lane it is drawn in: its worker, or its kind or state when lanes group by those.
+    pub lane: String,
     pub epoch: i64,
     pub claimed_at: DateTime<Utc>,
     /// The finish, or `None` while it runs (drawn up to now) or since it went silent (drawn up
@@ -138,7 +139,7 @@ pub struct Span {
 /// How lanes are ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum LaneOrder {
-    /// The worker whose latest failure is most recent first; workers without one after, by name.
+    /// The lane whose latest failure is most recent first; lanes without one after, by name.
     #[default]
     RecentFailure,
     ByName,
@@ -157,23 +158,51 @@ impl LaneOrder {
     }
 }
 
-/// The workers in lane order.
+/// What one lane holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LaneBy {
+    /// One lane per worker: who held which lease.
+    #[default]
+    Worker,
+    /// One lane per task kind.
+    Kind,
+    /// One lane per state: every failure of a kind in one row.
+    State,
+}
+
+impl LaneBy {
+    pub const ALL: [LaneBy; 3] = [LaneBy::Worker, LaneBy::Kind, LaneBy::State];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaneBy::Worker => "worker",
+            LaneBy::Kind => "kind",
+            LaneBy::State => "state",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        LaneBy::ALL.into_iter().find(|b| b.as_str() == s)
+    }
+}
+
+/// The lanes, in order.
 pub fn lanes(spans: &[Span], order: LaneOrder) -> Vec<String> {
     let mut latest_failure: HashMap<&str, Option<DateTime<Utc>>> = HashMap::new();
     for s in spans {
-        let seen = latest_failure.entry(s.worker.as_str()).or_insert(None);
+        let seen = latest_failure.entry(s.lane.as_str()).or_insert(None);
         if s.state.is_failure() {
             let at = s.finished_at.unwrap_or(s.lease_expires_at);
             *seen = Some(seen.map_or(at, |prev| prev.max(at)));
         }
     }
-    let mut workers: Vec<(&str, Option<DateTime<Utc>>)> = latest_failure.into_iter().collect();
+    let mut lanes: Vec<(&str, Option<DateTime<Utc>>)> = latest_failure.into_iter().collect();
     match order {
-        LaneOrder::ByName => workers.sort_by(|a, b| a.0.cmp(b.0)),
+        LaneOrder::ByName => lanes.sort_by(|a, b| a.0.cmp(b.0)),
         // `None` sorts first in `Option`'s order, so compare reversed on the failure time.
-        LaneOrder::RecentFailure => workers.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0))),
+        LaneOrder::RecentFailure => lanes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0))),
     }
-    workers.into_iter().map(|(w, _)| w.to_string()).collect()
+    lanes.into_iter().map(|(w, _)| w.to_string()).collect()
 }
 
 /// A run drawn as its own bar.
@@ -314,7 +343,7 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
     // (lane, bin index) → (count, most urgent state, failures)
     let mut bins: HashMap<(usize, i64), (usize, RunState, usize)> = HashMap::new();
     for s in spans {
-        let lane = lane_of[s.worker.as_str()];
+        let lane = lane_of[s.lane.as_str()];
         // A silent run is drawn to where it went silent (its lease lapse), a running one to now.
         let open_end = if s.state == RunState::Silent { s.lease_expires_at } else { now };
         let end = s.finished_at.unwrap_or(open_end).max(s.claimed_at);
@@ -401,8 +430,8 @@ fn connect(spans: &[Span], lane_of: &HashMap<&str, usize>, scale: &Scale, g: &Ge
                 to_run: later.run,
                 task,
                 reason: Reclaim::of(earlier.state),
-                from: (scale.x_clamped(handed_over), g.lane_mid(lane_of[earlier.worker.as_str()])),
-                to: (scale.x_clamped(later.claimed_at), g.lane_mid(lane_of[later.worker.as_str()])),
+                from: (scale.x_clamped(handed_over), g.lane_mid(lane_of[earlier.lane.as_str()])),
+                to: (scale.x_clamped(later.claimed_at), g.lane_mid(lane_of[later.lane.as_str()])),
             });
         }
     }
@@ -463,7 +492,7 @@ mod tests {
         Span {
             run,
             task,
-            worker: worker.into(),
+            lane: worker.into(),
             epoch,
             claimed_at: t(from),
             finished_at: to.map(t),

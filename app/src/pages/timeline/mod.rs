@@ -15,7 +15,7 @@ use crate::components::badges::{cause_label, state_mark};
 use crate::pages::{error_view, live_version, LeaseChecks};
 use chrono::{DateTime, Utc};
 use lastword_core::{RunListItem, RunState};
-use layout::{Geometry, LaneOrder, Layout, Reclaim, Scale, Span};
+use layout::{Geometry, LaneBy, LaneOrder, Layout, Reclaim, Scale, Span};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -39,6 +39,8 @@ const MIN_BRUSH: f64 = 6.0;
 pub struct TimelineQuery {
     pub minutes: i64,
     pub order: LaneOrder,
+    /// What a lane holds: a worker (default), a kind or a state.
+    pub by: LaneBy,
     /// A zoomed-in fixed stretch (drag on the chart); `None` follows now.
     pub zoom: Option<(DateTime<Utc>, DateTime<Utc>)>,
     /// Substring filters on worker and kind; a state to keep only.
@@ -54,6 +56,7 @@ impl Default for TimelineQuery {
         TimelineQuery {
             minutes: 15,
             order: LaneOrder::default(),
+            by: LaneBy::default(),
             zoom: None,
             worker: String::new(),
             kind: String::new(),
@@ -84,6 +87,7 @@ impl TimelineQuery {
                 .filter(|m| ZOOMS.contains(m))
                 .unwrap_or(d.minutes),
             order: get("order").and_then(|o| LaneOrder::parse(&o)).unwrap_or(d.order),
+            by: get("by").and_then(|b| LaneBy::parse(&b)).unwrap_or(d.by),
             zoom,
             worker: get("worker").unwrap_or_default().trim().to_string(),
             kind: get("kind").unwrap_or_default().trim().to_string(),
@@ -96,6 +100,9 @@ impl TimelineQuery {
     pub fn href(&self) -> String {
         let mut pairs =
             vec![("minutes", self.minutes.to_string()), ("order", self.order.as_str().to_string())];
+        if self.by != LaneBy::Worker {
+            pairs.push(("by", self.by.as_str().to_string()));
+        }
         if let Some((from, to)) = self.zoom {
             pairs.push(("from", from.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)));
             pairs.push(("to", to.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)));
@@ -201,6 +208,13 @@ pub fn TimelinePage() -> impl IntoView {
                         <a href=move || q.with(|q| q.altered(|n| n.order = o).href()) aria-current=move || (q.with(|q| q.order) == o).then_some("page")>{label}</a>
                     }).collect_view()}
                 </nav>
+                <nav class="segmented" aria-label="Lanes">
+                    {LaneBy::ALL.into_iter().map(|b| view! {
+                        <a href=move || q.with(|q| q.altered(|n| n.by = b).href()) aria-current=move || (q.with(|q| q.by) == b).then_some("page")>
+                            {format!("per {}", b.as_str())}
+                        </a>
+                    }).collect_view()}
+                </nav>
                 <button type="button" class="btn" data-testid="pause" aria-pressed=move || paused.get().to_string()
                     on:click=move |_| { paused.update(|p| *p = !*p); waiting.set(0); }>
                     {move || if paused.get() { "▶ Resume" } else { "❚❚ Pause" }}
@@ -211,6 +225,7 @@ pub fn TimelinePage() -> impl IntoView {
             <form class="filters timeline-filters" method="get" action="/timeline" aria-label="Filter lanes">
                 <input type="hidden" name="minutes" value=move || q.with(|q| q.minutes.to_string()) />
                 <input type="hidden" name="order" value=move || q.with(|q| q.order.as_str()) />
+                <input type="hidden" name="by" value=move || q.with(|q| q.by.as_str()) />
                 {move || q.with(|q| q.zoom.map(|(a, b)| view! {
                     <input type="hidden" name="from" value=a.to_rfc3339_opts(chrono::SecondsFormat::Millis, true) />
                     <input type="hidden" name="to" value=b.to_rfc3339_opts(chrono::SecondsFormat::Millis, true) />
@@ -265,17 +280,22 @@ fn state_at(r: &lastword_core::Run, now: DateTime<Utc>) -> RunState {
     }
 }
 
-fn span_of(item: &RunListItem, now: DateTime<Utc>) -> Span {
+fn span_of(item: &RunListItem, now: DateTime<Utc>, by: LaneBy) -> Span {
     let r = &item.run;
+    let state = state_at(r, now);
     Span {
         run: r.id,
         task: r.task_id,
-        worker: r.worker.clone(),
+        lane: match by {
+            LaneBy::Worker => r.worker.clone(),
+            LaneBy::Kind => item.kind.clone(),
+            LaneBy::State => state_mark(state).1.to_string(),
+        },
         epoch: r.lease_epoch,
         claimed_at: r.claimed_at,
         finished_at: r.finished_at,
         lease_expires_at: r.lease_expires_at,
-        state: state_at(r, now),
+        state,
     }
 }
 
@@ -348,6 +368,7 @@ fn Swimlanes(
     frozen: bool,
 ) -> impl IntoView {
     let minutes = query.minutes;
+    let lanes_by = query.by.as_str();
     let g = Geometry::default();
     let server_now = data.now;
     let (start, end) = match data.fixed {
@@ -360,7 +381,7 @@ fn Swimlanes(
     let kept: Vec<(&RunListItem, Span)> = data
         .runs
         .iter()
-        .map(|r| (r, span_of(r, server_now)))
+        .map(|r| (r, span_of(r, server_now, query.by)))
         .filter(|(r, s)| query.keeps(r, s.state))
         .collect();
     if kept.is_empty() {
@@ -377,14 +398,14 @@ fn Swimlanes(
         }
         .into_any();
     }
-    // The first `lanes` workers in lane order are drawn; the rest wait behind "show all".
+    // The first `lanes` lanes in order are drawn; the rest wait behind "show all".
     let all_spans: Vec<Span> = kept.iter().map(|(_, s)| s.clone()).collect();
     let all_lanes = layout::lanes(&all_spans, query.order);
     let shown_lanes: std::collections::HashSet<&str> =
         all_lanes.iter().take(query.lanes).map(String::as_str).collect();
     let (items, spans): (Vec<&RunListItem>, Vec<Span>) = kept
         .iter()
-        .filter(|(_, s)| shown_lanes.contains(s.worker.as_str()))
+        .filter(|(_, s)| shown_lanes.contains(s.lane.as_str()))
         .map(|(r, s)| (*r, s.clone()))
         .unzip();
     let hidden_lanes = all_lanes.len() - shown_lanes.len();
@@ -415,9 +436,10 @@ fn Swimlanes(
     let detail = move || hot.get().and_then(|(_, run)| details.with_value(|d| d.get(&run).cloned()));
     let failures = spans.iter().filter(|s| s.state.is_failure()).count();
     let caption = format!(
-        "{} runs by {} workers, {failures} failed; {} re-claims drawn as links. Hover or focus a bar for its task's attempts; click to open it.",
+        "{} runs in {} lanes (one per {}), {failures} failed; {} re-claims drawn as links. Hover or focus a bar for its task's attempts; click to open it.",
         spans.len(),
         lanes.len(),
+        query.by.as_str(),
         connectors.len(),
     );
     // Live, ticks run a few minutes past the answer's `now`, so the moving axis never runs out.
@@ -446,7 +468,7 @@ fn Swimlanes(
         .enumerate()
         .map(|(i, w)| {
             view! {
-                <g class="swimlane" data-worker=w.clone()>
+                <g class="swimlane" data-lane=w.clone()>
                     <rect class="lane-bg" x=0 y=g.lane_top(i) width=g.width height=g.lane_h />
                     <text class="lane-label" x=4 y=g.lane_top(i) + 17.0>{w.clone()}</text>
                 </g>
@@ -519,8 +541,8 @@ fn Swimlanes(
         let all = query.altered(|n| n.lanes = ALL_LANES).href();
         view! {
             <p class="muted" data-testid="hidden-lanes">
-                {format!("{hidden_lanes} more workers not drawn. ")}<a href=all>"Show all lanes"</a>
-                " or filter by worker."
+                {format!("{hidden_lanes} more lanes not drawn. ")}<a href=all>"Show all lanes"</a>
+                " or filter them."
             </p>
         }
     });
@@ -565,7 +587,7 @@ fn Swimlanes(
         <figure class="timeline" data-testid="timeline">
             <style inner_html=hot_style></style>
             <svg viewBox=format!("0 0 {} {height}", g.width) role="img"
-                aria-label=format!("Runs per worker over the last {minutes} minutes")
+                aria-label=format!("Runs per {lanes_by} over the last {minutes} minutes")
                 class:focusing=move || hot.get().is_some()
                 on:mouseover=move |ev| hot.set(run_under(&ev))
                 on:mouseleave=move |_| hot.set(None)
@@ -637,6 +659,7 @@ mod tests {
         let zoomed = TimelineQuery {
             minutes: 60,
             order: LaneOrder::ByName,
+            by: LaneBy::Kind,
             zoom: Some((
                 "2026-12-01T10:00:00.250Z".parse().unwrap(),
                 "2026-12-01T10:05:00Z".parse().unwrap(),
