@@ -5,6 +5,7 @@
 //! so a scrape storm costs the database one set of queries per ten seconds. A failed refresh is
 //! cached too (`lastword_database_up 0`). `lastword_live_clients` is read on every scrape.
 
+use crate::cached::Cached;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -17,8 +18,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
-use tokio::sync::Mutex;
 
 /// How long one reading of the store serves scrapes.
 pub const TTL: std::time::Duration = std::time::Duration::from_secs(10);
@@ -28,35 +27,36 @@ const REFRESH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 pub const CONTENT_TYPE_OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The last reading of the store; `None` inside means the database did not answer.
-#[derive(Default)]
 pub struct MetricsCache {
-    last: Mutex<Option<(Instant, Option<Overview>)>>,
+    last: Cached<Option<Overview>>,
+}
+
+impl Default for MetricsCache {
+    fn default() -> Self {
+        MetricsCache { last: Cached::new(TTL) }
+    }
 }
 
 impl MetricsCache {
     /// The cached reading, refreshed first if older than [`TTL`].
     async fn reading(&self, state: &AppState) -> Option<Overview> {
-        let mut last = self.last.lock().await;
-        if let Some((at, reading)) = last.as_ref() {
-            if at.elapsed() < TTL {
-                return reading.clone();
-            }
-        }
-        let now = lastword_core::read_now();
-        let query = state.store.overview(now - Duration::hours(1), now, Duration::hours(1), now);
-        let reading = match tokio::time::timeout(REFRESH_TIMEOUT, query).await {
-            Ok(Ok(overview)) => Some(overview),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "metrics: store unavailable");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("metrics: store did not answer within {REFRESH_TIMEOUT:?}");
-                None
-            }
-        };
-        *last = Some((Instant::now(), reading.clone()));
-        reading
+        self.last
+            .get(|| async {
+                let now = lastword_core::read_now();
+                let query = state.store.overview(now - Duration::hours(1), now, Duration::hours(1), now);
+                match tokio::time::timeout(REFRESH_TIMEOUT, query).await {
+                    Ok(Ok(overview)) => Some(overview),
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "metrics: store unavailable");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!("metrics: store did not answer within {REFRESH_TIMEOUT:?}");
+                        None
+                    }
+                }
+            })
+            .await
     }
 }
 

@@ -2,13 +2,23 @@
 //! Leptos, with their server functions), and static files. Tests call [`router`] directly.
 
 use crate::AppState;
-use crate::{api, assets, auth, events, health, metrics};
+use crate::{api, assets, auth, events, health, metrics, security};
 use app::{shell, App};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, LeptosRoutes};
+use std::time::Duration;
 use tower_http::trace::TraceLayer;
+
+/// The longest a request may take to produce its response (headers; a live stream's body
+/// flows on). Long enough for any page at 10 M runs (BENCHMARKS.md: p95 well under 100 ms), short
+/// enough that a stuck query cannot hold a connection and a browser tab for minutes.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn router(state: AppState) -> Router {
     router_with(state, Router::new())
@@ -36,6 +46,7 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
             &state,
             routes,
             move || {
+                security::provide_page_nonce();
                 provide_context(store.clone());
                 // Where the page's live feed resumes from: the changes after the render.
                 provide_context(app::live::LiveSnapshot {
@@ -45,7 +56,10 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
             },
             move || shell(options.clone()),
         )
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(
+            security::provide_page_nonce,
+            shell,
+        ))
         // Every request, pages and server functions included, gets its principal here (and
         // is turned away without one, or when a browser sends it from another site).
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware));
@@ -55,8 +69,32 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
         None => router,
     };
     router
+        .layer(axum::middleware::from_fn_with_state(state.request_timeout, cut_at_timeout))
         .layer(axum::middleware::from_fn_with_state(bundle_cache, assets::bundle_cache_headers))
+        .layer(axum::middleware::from_fn(security::headers))
         .layer(assets::compression())
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Cuts a request that has not produced its response within `limit`: 503 with a message that
+/// says so (dropping the handler cancels its database query), instead of a hung tab.
+async fn cut_at_timeout(State(limit): State<Duration>, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(path, ?limit, "request cut at its timeout");
+            let message = format!(
+                "the request took longer than {} s and was stopped; try a narrower window or filter",
+                limit.as_secs_f64()
+            );
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(axum::http::header::RETRY_AFTER, "5")],
+                axum::Json(serde_json::json!({ "error": "timeout", "message": message })),
+            )
+                .into_response()
+        }
+    }
 }

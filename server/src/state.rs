@@ -22,6 +22,10 @@ pub struct AppState {
     pub live_clients: Arc<AtomicI64>,
     /// The `/metrics` reading of the store, refreshed at most every ten seconds.
     pub metrics: Arc<crate::metrics::MetricsCache>,
+    /// How long a request may take to produce its response before it is cut with a 503.
+    pub request_timeout: std::time::Duration,
+    /// The `/readyz` answer, read at most once a second however often probes ask.
+    pub readiness: Arc<crate::cached::Cached<lastword_store::Readiness>>,
     /// The process's one database watcher for live updates (started on first use, or by
     /// `serve` at start-up).
     pub live: LiveHub,
@@ -52,6 +56,8 @@ impl AppState {
             store: Arc::new(shared),
             live_clients: Arc::new(AtomicI64::new(0)),
             metrics: Arc::new(crate::metrics::MetricsCache::default()),
+            readiness: Arc::new(crate::cached::Cached::new(crate::health::READY_TTL)),
+            request_timeout: crate::routes::REQUEST_TIMEOUT,
             live,
             auth: Arc::new(Auth::local()),
         }
@@ -59,6 +65,11 @@ impl AppState {
 }
 
 impl AppState {
+    pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
     /// Sends the shared page and API reads to a read replica; actions, their previews, the
     /// audit trail, readiness and the change feed stay on `primary` (the store this state was
     /// built with). See `lastword_store::shared_reads`.

@@ -165,3 +165,85 @@ async fn the_bundle_is_precompressed_and_cached_for_good_only_under_a_content_ha
         "a 404 is never cached for a year"
     );
 }
+
+/// Every response carries the security headers; a page's policy names the nonce its own inline
+/// scripts carry (a fresh one per render), and nothing else inline may run.
+#[tokio::test]
+async fn pages_carry_a_nonce_policy_and_every_response_the_security_headers() {
+    let _serial = serial();
+    let (app, _db) = app_on(sqlite_memory().await).await;
+    let fetch = |uri: &'static str| {
+        let app = app.clone();
+        async move {
+            let response = app.oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+            let headers = response.headers().clone();
+            let bytes = axum::body::to_bytes(response.into_body(), 10 << 20).await.unwrap();
+            (headers, String::from_utf8_lossy(&bytes).into_owned())
+        }
+    };
+    let header = |h: &axum::http::HeaderMap, name: &str| {
+        h.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+    };
+    let mut nonces = Vec::new();
+    for _ in 0..2 {
+        let (headers, html) = fetch("/").await;
+        let policy = header(&headers, "content-security-policy");
+        let nonce = policy
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .unwrap_or_else(|| panic!("a nonce in {policy:?}"))
+            .to_string();
+        assert!(policy.contains("frame-ancestors 'none'") && !policy.contains("unsafe-inline"), "{policy}");
+        let scripts = html.matches("<script").count();
+        assert!(scripts > 0, "the page has its hydration script: {html}");
+        for tag in html.split("<script").skip(1).map(|rest| &rest[..rest.find('>').unwrap_or(rest.len())]) {
+            assert!(
+                tag.contains(&format!("nonce=\"{nonce}\"")),
+                "an inline script without the nonce: <script{tag}>"
+            );
+        }
+        for (name, value) in [
+            ("x-content-type-options", "nosniff"),
+            ("x-frame-options", "DENY"),
+            ("referrer-policy", "same-origin"),
+            ("cache-control", "no-store"),
+        ] {
+            assert_eq!(header(&headers, name), value, "{name}");
+        }
+        nonces.push(nonce);
+    }
+    assert_ne!(nonces[0], nonces[1], "a fresh nonce per render");
+
+    let (api, _) = fetch("/api/v1/overview?since=1h").await;
+    assert_eq!(
+        header(&api, "content-security-policy"),
+        "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    );
+    assert_eq!(header(&api, "cache-control"), "no-store");
+    assert_eq!(header(&api, "x-content-type-options"), "nosniff");
+}
+
+/// A request that does not answer in time is cut with a 503 that says so, and the server goes
+/// on answering others.
+#[tokio::test]
+async fn a_request_past_its_timeout_is_cut_with_a_clear_503() {
+    let _serial = serial();
+    let store = store_for(sqlite_memory().await, Tokens::default());
+    let slow = axum::Router::new().route(
+        "/api/v1/test/slow",
+        axum::routing::get(|| async {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            "too late"
+        }),
+    );
+    let state =
+        AppState::new(leptos_options(), store).with_request_timeout(std::time::Duration::from_millis(100));
+    let app = lastword_server::router_with(state, slow);
+    let started = std::time::Instant::now();
+    let (status, body) = get(&app, "/api/v1/test/slow").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("\"timeout\"") && body.contains("narrower window"), "{body}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "cut, not waited out");
+    assert_eq!(get(&app, "/healthz").await.0, StatusCode::OK);
+}

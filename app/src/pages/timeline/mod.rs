@@ -345,6 +345,37 @@ fn run_under(_: &leptos::ev::Event) -> Option<(i64, i64)> {
     None
 }
 
+/// Marks every bar and link of `task` in the chart `hot` (and unmarks the last task's), so CSS
+/// lights them up across lanes. A class set on the few matching elements, not a reactive class
+/// on each of 5 000 bars, and not an inline `<style>` (the page's CSP allows none).
+#[cfg(feature = "hydrate")]
+fn light_up(ev: &leptos::ev::Event, task: Option<i64>) {
+    use wasm_bindgen::JsCast;
+    let Some(chart) = ev.current_target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()) else {
+        return;
+    };
+    let each = |selector: &str, apply: &dyn Fn(&web_sys::DomTokenList)| {
+        if let Ok(found) = chart.query_selector_all(selector) {
+            for i in 0..found.length() {
+                if let Some(el) = found.item(i).and_then(|n| n.dyn_into::<web_sys::Element>().ok()) {
+                    apply(&el.class_list());
+                }
+            }
+        }
+    };
+    each(".hot", &|c| {
+        let _ = c.remove_1("hot");
+    });
+    if let Some(task) = task {
+        each(&format!("[data-task=\"{task}\"]"), &|c| {
+            let _ = c.add_1("hot");
+        });
+    }
+}
+
+#[cfg(not(feature = "hydrate"))]
+fn light_up(_: &leptos::ev::Event, _: Option<i64>) {}
+
 /// A pointer's x in the chart's user units (the SVG scales with the page).
 #[cfg(feature = "hydrate")]
 fn user_x(ev: &leptos::ev::MouseEvent, width: f64) -> Option<f64> {
@@ -423,15 +454,12 @@ fn Swimlanes(
     let view_now = move || if frozen { server_now } else { now.get() - skew };
     let shift = move || -((view_now() - server_now).num_milliseconds() as f64 * scale.px_per_ms());
     let hot = RwSignal::new(None::<(i64, i64)>);
-    // One rule for the highlighted task, instead of a reactive class on every bar.
-    let hot_style = move || {
-        hot.get()
-            .map(|(task, _)| {
-                format!(
-                    ".timeline svg.focusing .bar-link[data-task=\"{task}\"], .timeline svg.focusing .reclaim[data-task=\"{task}\"] {{ opacity: 1; }}"
-                )
-            })
-            .unwrap_or_default()
+    // The task under the pointer or focus: its marks get `hot` (see `light_up`).
+    let point_at = move |ev: &leptos::ev::Event, hit: Option<(i64, i64)>| {
+        if hot.get_untracked() != hit {
+            light_up(ev, hit.map(|(task, _)| task));
+            hot.set(hit);
+        }
     };
     let detail = move || hot.get().and_then(|(_, run)| details.with_value(|d| d.get(&run).cloned()));
     let failures = spans.iter().filter(|s| s.state.is_failure()).count();
@@ -585,14 +613,13 @@ fn Swimlanes(
 
     view! {
         <figure class="timeline" data-testid="timeline">
-            <style inner_html=hot_style></style>
             <svg viewBox=format!("0 0 {} {height}", g.width) role="img"
                 aria-label=format!("Runs per {lanes_by} over the last {minutes} minutes")
                 class:focusing=move || hot.get().is_some()
-                on:mouseover=move |ev| hot.set(run_under(&ev))
-                on:mouseleave=move |_| hot.set(None)
-                on:focusin=move |ev| hot.set(run_under(&ev))
-                on:focusout=move |_| hot.set(None)
+                on:mouseover=move |ev| point_at(&ev, run_under(&ev))
+                on:mouseleave=move |ev| point_at(&ev, None)
+                on:focusin=move |ev| point_at(&ev, run_under(&ev))
+                on:focusout=move |ev| point_at(&ev, None)
                 on:mousedown=move |ev| {
                     if let Some(x) = user_x(&ev, g.width).filter(|x| (x0..=x1).contains(x)) {
                         if ev.button() == 0 {

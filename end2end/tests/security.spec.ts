@@ -1,0 +1,44 @@
+// Security headers in a real browser: every page hydrates under its Content-Security-Policy
+// (a nonce per render, no other inline script), and no page can be framed by another site.
+import { test, expect, Page } from "@playwright/test";
+
+async function hydrated(page: Page) {
+  await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true", { timeout: 30_000 });
+}
+
+test("every page hydrates under its Content-Security-Policy with nothing blocked", async ({ page }) => {
+  const violations: string[] = [];
+  page.on("console", (m) => /Content Security Policy|Refused to/i.test(m.text()) && violations.push(m.text()));
+  const nonces = new Set<string>();
+  for (const path of ["/", "/failures", "/timeline?minutes=5", "/workers", "/audit", "/no/such/page"]) {
+    const response = await page.goto(path);
+    const policy = response!.headers()["content-security-policy"] ?? "";
+    const nonce = policy.match(/'nonce-([A-Za-z0-9_-]+)'/)?.[1];
+    expect(nonce, `${path}: ${policy}`).toBeTruthy();
+    expect(policy).toContain("frame-ancestors 'none'");
+    expect(policy).not.toContain("unsafe-inline");
+    nonces.add(nonce!);
+    await hydrated(page);
+  }
+  expect(nonces.size, "a fresh nonce per render").toBe(6);
+  // The timeline's highlight is an inline <style> carrying the render's nonce.
+  await page.goto("/timeline?minutes=5");
+  await hydrated(page);
+  const bar = page.locator(".timeline a.bar-link").first();
+  await expect(bar).toBeAttached({ timeout: 20_000 });
+  await bar.hover();
+  await expect(page.locator(".timeline svg")).toHaveClass(/focusing/);
+  expect(await bar.evaluate((e) => getComputedStyle(e).opacity)).toBe("1");
+  expect(violations).toEqual([]);
+});
+
+test("no page can be framed, so no other site can click an action for you", async ({ page, baseURL }) => {
+  const refusals: string[] = [];
+  page.on("console", (m) => /frame-ancestors/i.test(m.text()) && refusals.push(m.text()));
+  await page.goto("/");
+  await page.setContent(`<iframe id="f" src="${baseURL}/tasks/1?act=requeue" width="800" height="600"></iframe>`);
+  await expect.poll(() => refusals.length, { timeout: 10_000 }).toBeGreaterThan(0);
+  const frame = page.frames().find((f) => f !== page.mainFrame());
+  expect(frame).toBeTruthy();
+  await expect(frame!.locator("[data-testid=story], [data-testid=task-actions], button")).toHaveCount(0);
+});
