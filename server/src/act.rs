@@ -6,6 +6,7 @@
 //!
 //! Exit status: 0 applied or replayed, 1 an error, 3 refused (the message says what changed).
 
+use crate::terminal::Shown;
 use anyhow::Context;
 use clap::Args;
 use lastword_core::action::{count_tasks, fmt_time, parse_audit_query};
@@ -118,7 +119,7 @@ fn print_outcome(outcome: &ActionOutcome, json: bool) -> anyhow::Result<ExitCode
                     "task {}: {} by {} at {}{} (epoch {} → {}, now {})",
                     task.id,
                     ActionKind::parse(&action.action).map(|k| k.label()).unwrap_or("acted"),
-                    action.actor,
+                    Shown(&action.actor),
                     fmt_time(action.created_at),
                     if again { ", already applied for this request id" } else { "" },
                     action.epoch_seen.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
@@ -130,7 +131,7 @@ fn print_outcome(outcome: &ActionOutcome, json: bool) -> anyhow::Result<ExitCode
         }
         ActionOutcome::Refused(r) => {
             if !json {
-                eprintln!("refused ({}): {}", r.code.as_str(), r.message);
+                eprintln!("refused ({}): {}", r.code.as_str(), Shown(&r.message));
             }
             ExitCode::from(REFUSED)
         }
@@ -192,7 +193,7 @@ pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<Exi
             }
             BulkOutcome::Refused { code, message, .. } => {
                 if !args.who.json {
-                    eprintln!("refused ({}): {message}", code.as_str());
+                    eprintln!("refused ({}): {}", code.as_str(), Shown(&message));
                 }
                 ExitCode::from(REFUSED)
             }
@@ -239,13 +240,13 @@ pub async fn audit(store: &dyn Store, args: AuditArgs) -> anyhow::Result<ExitCod
         println!(
             "{}  {:<12} {:<14} task {:<8} epoch {}→{}  {}{}",
             fmt_time(a.created_at),
-            a.actor,
-            a.action,
+            Shown(&a.actor).to_string(),
+            Shown(&a.action).to_string(),
             a.task_id,
             a.epoch_seen.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
             a.epoch_after.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
-            a.reason,
-            a.reference.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default()
+            Shown(&a.reason),
+            a.reference.as_deref().map(|r| format!(" [{}]", Shown(r))).unwrap_or_default()
         );
     }
     if let Some(next) = page.next {

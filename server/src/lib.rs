@@ -16,6 +16,7 @@ pub mod security;
 pub mod serve;
 pub mod state;
 pub mod telemetry;
+pub mod terminal;
 
 pub use auth::{require_operator, Auth, AuthError, RequireOperator};
 pub use routes::{router, router_with};
