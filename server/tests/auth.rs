@@ -13,6 +13,7 @@ use lastword_core::Tokens;
 use lastword_server::auth::config::{AuthArgs, AuthMode};
 use lastword_server::auth::host::AllowedHosts;
 use lastword_server::auth::proxy::{header_name, name_list, parse_trusted, ProxyConfig};
+use lastword_server::auth::throttle::LoginLimits;
 use lastword_server::auth::users::{hash_password, new_token, Users};
 use lastword_server::{router_with, state::leptos_options, AppState, Auth, RequireOperator};
 use lastword_store::testing::sqlite_memory;
@@ -20,6 +21,7 @@ use lastword_store::{store_for, Db};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use tower::ServiceExt;
 
 /// Leptos rendering in tests that run in parallel, each on its own tokio runtime, can hang
@@ -407,6 +409,156 @@ async fn login_gives_a_session_that_names_the_user_until_logout() {
     assert_eq!(after.status, StatusCode::UNAUTHORIZED, "the session ended: {}", after.body);
 }
 
+/// The database holds the sessions. While it is down nobody can be told apart, and saying so
+/// (503) is the truth; a redirect to the login page or a 401 would send the on-call person to
+/// a password prompt mid-incident and make scripts think their credentials are bad.
+#[tokio::test]
+async fn a_database_outage_in_users_mode_answers_503_with_the_banner_not_a_logout() {
+    let _serial = serial();
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let (app, _) = users_app(&db, &f.toml).await;
+    let cookie = login(&app, "alice", "alice-pw", "/").await.session_cookie().unwrap();
+    db.close().await;
+
+    let with_cookie = |uri: &str| get(uri).header(header::COOKIE, &cookie).body(Body::empty()).unwrap();
+    let api = send(&app, with_cookie("/api/v1/me")).await;
+    assert_eq!(api.status, StatusCode::SERVICE_UNAVAILABLE, "{}", api.body);
+    assert_eq!(api.json()["error"], "database unavailable");
+    assert_eq!(api.header(header::RETRY_AFTER), Some("5"));
+    let server_fn = send(&app, with_cookie("/api/fn/totals")).await;
+    assert_eq!(server_fn.status, StatusCode::SERVICE_UNAVAILABLE, "{}", server_fn.body);
+
+    let page = send(&app, with_cookie("/failures")).await;
+    assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE, "{}", page.body);
+    assert_eq!(page.header(header::LOCATION), None, "not sent to the login page");
+    assert!(page.body.contains(r#"data-testid="banner-db-down""#), "{}", page.body);
+    assert!(page.header(header::CONTENT_TYPE).unwrap().starts_with("text/html"));
+    // The cookie is neither cleared nor replaced: the person is still signed in afterwards.
+    for answer in [&api, &page] {
+        assert_eq!(answer.session_cookie(), None, "{:?}", answer.headers);
+    }
+    // Signing in during the outage says the same instead of "wrong password" or a 500.
+    let retry = login(&app, "alice", "alice-pw", "/").await;
+    assert_eq!(retry.status, StatusCode::SERVICE_UNAVAILABLE, "{}", retry.body);
+    // Without a session there is nothing to check: still the ordinary answers.
+    let anonymous = send(&app, get("/api/v1/me").body(Body::empty()).unwrap()).await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+}
+
+/// A sign-in from `peer` (the TCP source the throttle keys on).
+async fn login_from(app: &Router, peer: &str, user: &str, password: &str) -> Answer {
+    let mut request = form("/auth/login", &format!("username={user}&password={password}&next=%2F"));
+    request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+    send(app, request).await
+}
+
+#[tokio::test]
+async fn sign_in_attempts_are_limited_per_user_name_and_per_source_with_429_and_retry_after() {
+    let _serial = serial();
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let limits = LoginLimits {
+        per_source_burst: 6,
+        per_source_every: Duration::from_secs(60),
+        per_user_burst: 3,
+        per_user_every: Duration::from_secs(30),
+        ..LoginLimits::default()
+    };
+    let auth = Auth::users(Users::parse(&f.toml).unwrap(), &db).await.unwrap().with_login_limits(limits);
+    let (app, _) = app(&db, auth);
+
+    // Guessing alice's password from several sources: three tries, then 429 even for the
+    // right password, with no session.
+    for peer in ["10.0.0.1:1000", "10.0.0.2:1000", "10.0.0.3:1000"] {
+        let wrong = login_from(&app, peer, "alice", "guess").await;
+        assert_eq!(wrong.header(header::LOCATION), Some("/login?error=1&next=%2F"), "{}", wrong.body);
+    }
+    let refused = login_from(&app, "10.0.0.4:1000", "alice", "alice-pw").await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS, "{}", refused.body);
+    let wait: u64 = refused.header(header::RETRY_AFTER).unwrap().parse().unwrap();
+    assert!((1..=30).contains(&wait), "Retry-After {wait}");
+    assert_eq!(refused.session_cookie(), None);
+    assert!(refused.body.contains("Too many sign-in attempts"), "{}", refused.body);
+
+    // Another person is not locked out by that.
+    let vera = login_from(&app, "10.0.0.4:1000", "vera", "vera-pw").await;
+    assert_eq!(vera.header(header::LOCATION), Some("/"), "{}", vera.body);
+    assert!(vera.session_cookie().is_some());
+
+    // One source trying many names runs out of its own budget (6), whatever the names.
+    let mut statuses = vec![];
+    for i in 0..7 {
+        statuses.push(login_from(&app, "10.9.9.9:1000", &format!("nobody{i}"), "x").await.status);
+    }
+    assert_eq!(&statuses[..6], &[StatusCode::SEE_OTHER; 6], "{statuses:?}");
+    assert_eq!(statuses[6], StatusCode::TOO_MANY_REQUESTS, "{statuses:?}");
+    let refused_total = 1 + statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    println!(
+        "sign-in throttle: {} attempts sent, {refused_total} refused with 429",
+        3 + 1 + 1 + statuses.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hash_checks_run_a_bounded_number_at_once_and_the_rest_get_429() {
+    let _serial = serial();
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let limits = LoginLimits { concurrent_checks: 1, check_wait: Duration::ZERO, ..LoginLimits::default() };
+    let auth = Auth::users(Users::parse(&f.toml).unwrap(), &db).await.unwrap().with_login_limits(limits);
+    let (app, _) = app(&db, auth);
+    let attempts = 8;
+    let answers = futures::future::join_all((0..attempts).map(|i| {
+        let app = app.clone();
+        tokio::spawn(
+            async move { login_from(&app, &format!("10.1.0.{i}:1000"), &format!("user{i}"), "x").await },
+        )
+    }))
+    .await;
+    let statuses: Vec<StatusCode> = answers.into_iter().map(|a| a.unwrap().status).collect();
+    let busy = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    let checked = statuses.iter().filter(|s| **s == StatusCode::SEE_OTHER).count();
+    assert_eq!(busy + checked, attempts, "only 303 or 429: {statuses:?}");
+    assert!(busy >= 1 && checked >= 1, "one check at a time, the others refused: {statuses:?}");
+    println!("concurrent sign-ins: {attempts} sent, {checked} checked, {busy} refused as busy");
+}
+
+#[tokio::test]
+async fn a_session_ends_at_its_absolute_lifetime_however_active_it_is() {
+    let _serial = serial();
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let lifetime = Duration::from_millis(600);
+    let auth =
+        Auth::users(Users::parse(&f.toml).unwrap(), &db).await.unwrap().with_session_lifetime(lifetime);
+    let (app, _) = app(&db, auth);
+    let cookie = login(&app, "alice", "alice-pw", "/").await.session_cookie().unwrap();
+    let me = |cookie: String| {
+        let app = app.clone();
+        async move {
+            send(&app, get("/api/v1/me").header(header::COOKIE, cookie).body(Body::empty()).unwrap()).await
+        }
+    };
+    // Active all along (each request restarts the inactivity clock)…
+    for _ in 0..2 {
+        assert_eq!(me(cookie.clone()).await.status, StatusCode::OK);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(lifetime).await;
+    // …and still signed out once the lifetime has passed; the cookie is cleared.
+    let ended = me(cookie.clone()).await;
+    assert_eq!(ended.status, StatusCode::UNAUTHORIZED, "{}", ended.body);
+    let cleared = ended
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|c| c.starts_with("lastword_session=") && c.contains("Max-Age=0"));
+    assert!(cleared, "{:?}", ended.headers);
+    assert_eq!(me(cookie).await.status, StatusCode::UNAUTHORIZED, "the session row is gone");
+}
+
 #[tokio::test]
 async fn after_login_only_local_paths_are_followed() {
     let _serial = serial();
@@ -466,6 +618,19 @@ async fn a_viewer_session_may_not_act() {
     assert_eq!(answer.status, StatusCode::FORBIDDEN);
     assert_eq!(answer.json()["message"], "viewer vera may not act; operator role required");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+    // The page's own server function says the same with the same status, not a 500.
+    let act = Request::post("/api/fn/act")
+        .header(header::COOKIE, &cookie)
+        .header("sec-fetch-site", "same-origin")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(
+            r#"{"task_id": 1, "kind": "requeue", "request": {"reason": "x", "expected_epoch": 1}}"#,
+        ))
+        .unwrap();
+    let answer = send(&app, act).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN, "{}", answer.body);
+    assert!(answer.body.contains("viewer vera may not act"), "{}", answer.body);
 }
 
 // ---------------------------------------------------------------- cross-site protection
@@ -602,6 +767,43 @@ async fn proxy_mode_also_takes_tokens_from_a_users_file() {
     let answer = send(&app, request).await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
     assert_eq!(answer.json()["name"], "watcher");
+}
+
+#[tokio::test]
+async fn proxy_mode_believes_a_user_header_sent_once_and_lets_the_proxy_pass_its_own_authorization() {
+    let _serial = serial();
+    let db = sqlite_memory().await;
+    let f = fixture();
+    let (app, runs) = app(&db, proxy_auth(Some(Users::parse(&f.toml).unwrap())));
+
+    // A client's own X-Forwarded-User passed along beside the proxy's: nobody.
+    let mut smuggled = from_peer("10.1.2.3:5555", "/api/v1/me", Some("carol"), None);
+    smuggled.headers_mut().append("x-forwarded-user", "alice".parse().unwrap());
+    let answer = send(&app, smuggled).await;
+    assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{}", answer.body);
+
+    // Groups sent twice are ignored: carol stays a viewer and may not act.
+    let mut groups = from_peer("10.1.2.3:5555", "/api/v1/test/act", Some("carol"), Some("devs"));
+    *groups.method_mut() = axum::http::Method::POST;
+    groups.headers_mut().append("x-forwarded-groups", "oncall".parse().unwrap());
+    assert_eq!(send(&app, groups).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+    // The proxy's own Authorization (an ID token we do not know) neither overrides the user it
+    // names nor gets the request refused; a known token does not override it either.
+    for authorization in ["Bearer eyJhbGciOiJSUzI1NiJ9.proxy-id-token", &bearer(&f.operator_token)] {
+        let mut request = from_peer("10.1.2.3:5555", "/api/v1/me", Some("dave"), None);
+        request.headers_mut().insert(header::AUTHORIZATION, authorization.parse().unwrap());
+        let answer = send(&app, request).await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+        let me = answer.json();
+        assert_eq!((me["name"].as_str(), me["role"].as_str()), (Some("dave"), Some("viewer")), "{me}");
+        assert_eq!(me["via"], "proxy");
+    }
+    // From a peer the proxy is not, an unknown token is still refused.
+    let mut request = from_peer("192.168.7.7:5555", "/api/v1/me", None, None);
+    request.headers_mut().insert(header::AUTHORIZATION, "Bearer nope".parse().unwrap());
+    assert_eq!(send(&app, request).await.status, StatusCode::UNAUTHORIZED);
 }
 
 // ---------------------------------------------------------------- start-up validation

@@ -1,16 +1,16 @@
 //! The HTTP side of signing in: `POST /auth/login` and `POST /auth/logout` (the form on the
 //! Leptos `/login` page posts here, so it works with JavaScript off), and `GET /api/v1/me`.
 
-use crate::auth::{session, AuthError, Mode};
+use crate::auth::{outage, session, AuthError, Mode};
 use crate::AppState;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{ConnectInfo, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::post;
 use axum::{Extension, Form, Json, Router};
 use lastword_core::Principal;
 use serde::Deserialize;
 use serde_json::json;
+use std::net::SocketAddr;
 use tower_sessions::Session;
 
 /// `/auth/login` and `/auth/logout`.
@@ -52,15 +52,19 @@ pub fn login_url(next: &str, error: bool) -> String {
     }
 }
 
+/// The session store (the database) failed: 503 with the outage page, not a 500.
 fn internal(e: impl std::fmt::Display) -> Response {
     tracing::error!(error = %e, "login: session store failed");
-    (StatusCode::INTERNAL_SERVER_ERROR, "session store unavailable; try again").into_response()
+    outage::response("/auth/login")
 }
 
 /// Checks the password; on success a fresh session id (no fixation) names the user.
+/// Attempts are limited per source, per user name and in hash checks at once
+/// ([`throttle`](crate::auth::throttle)): over a limit is `429` with `Retry-After`.
 pub async fn login(
     State(state): State<AppState>,
     session: Option<Extension<Session>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let (Mode::Users, Some(Extension(session))) = (&state.auth.mode, session) else {
@@ -70,9 +74,25 @@ pub async fn login(
     let auth = state.auth.clone();
     let name = form.username.trim().to_string();
     let password = form.password;
+    let source = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    if let Err(refusal) = auth.login_throttle.admit(source, &name) {
+        tracing::warn!(user = name, source = ?source, "sign-in attempt refused: too many");
+        return refusal.into_response();
+    }
+    let slot = match auth.login_throttle.check_slot().await {
+        Ok(slot) => slot,
+        Err(refusal) => {
+            tracing::warn!(user = name, "sign-in attempt refused: every hash check is busy");
+            return refusal.into_response();
+        }
+    };
     let checked = {
         let name = name.clone();
-        tokio::task::spawn_blocking(move || auth.users.as_ref()?.verify_password(&name, &password)).await
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            auth.users.as_ref()?.verify_password(&name, &password)
+        })
+        .await
     };
     match checked {
         Ok(Some(principal)) => {
@@ -80,6 +100,14 @@ pub async fn login(
                 return internal(e);
             }
             if let Err(e) = session.insert(session::USER_KEY, &principal.name).await {
+                return internal(e);
+            }
+            if let Err(e) = session.insert(session::SIGNED_IN_AT_KEY, session::unix_millis_now()).await {
+                return internal(e);
+            }
+            // Written now rather than by the session layer after the response, so that a
+            // store that fails answers 503 here instead of an empty 500 from the layer.
+            if let Err(e) = session.save().await {
                 return internal(e);
             }
             tracing::info!(user = principal.name, role = %principal.role, "signed in");

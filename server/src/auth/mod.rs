@@ -10,8 +10,10 @@ pub mod config;
 pub mod cross_origin;
 pub mod handlers;
 pub mod host;
+pub mod outage;
 pub mod proxy;
 pub mod session;
+pub mod throttle;
 pub mod users;
 
 use crate::AppState;
@@ -29,6 +31,8 @@ use proxy::ProxyConfig;
 use serde_json::json;
 use session::SessionBackend;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use throttle::{LoginLimits, LoginThrottle};
 use users::Users;
 
 /// How principals are recognised (`lastword serve --auth`).
@@ -57,6 +61,10 @@ pub struct Auth {
     pub public_origins: Vec<PublicOrigin>,
     /// Host names requests may be sent to (loopback always).
     pub allowed_hosts: AllowedHosts,
+    /// Limits on sign-in attempts (users mode).
+    pub login_throttle: Arc<LoginThrottle>,
+    /// How long a login session lasts after sign-in, however active (users mode).
+    pub session_lifetime: std::time::Duration,
 }
 
 impl Auth {
@@ -69,6 +77,8 @@ impl Auth {
             cookie_secure: false,
             public_origins: vec![],
             allowed_hosts: AllowedHosts::default(),
+            login_throttle: Arc::new(LoginThrottle::new(LoginLimits::default())),
+            session_lifetime: session::ABSOLUTE_LIFETIME,
         }
     }
 
@@ -90,6 +100,16 @@ impl Auth {
 
     pub fn with_allowed_hosts(mut self, hosts: AllowedHosts) -> Auth {
         self.allowed_hosts = hosts;
+        self
+    }
+
+    pub fn with_session_lifetime(mut self, lifetime: std::time::Duration) -> Auth {
+        self.session_lifetime = lifetime;
+        self
+    }
+
+    pub fn with_login_limits(mut self, limits: LoginLimits) -> Auth {
+        self.login_throttle = Arc::new(LoginThrottle::new(limits));
         self
     }
 
@@ -270,8 +290,19 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
     }
 
     let mut by_token = false;
+    // A trusted proxy's user comes first: proxies often pass an `Authorization` header of
+    // their own (an ID token) upstream, which must neither override the user they name nor be
+    // refused as an unknown bearer token.
+    let proxy_user = match &auth.mode {
+        Mode::Proxy(proxy) => {
+            let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+            proxy.principal(peer, req.headers())
+        }
+        _ => None,
+    };
     let principal = match &auth.mode {
         Mode::Local => Some(local_principal()),
+        Mode::Proxy(_) if proxy_user.is_some() => proxy_user,
         mode => match (bearer_token(req.headers()), &auth.users) {
             // A bearer token decides alone: a bad one is refused even next to a good cookie.
             (Some(token), users) => match users.as_ref().and_then(|u| u.token_principal(token)) {
@@ -285,13 +316,15 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
             (None, users) => match mode {
                 Mode::Users => {
                     let session = req.extensions().get::<tower_sessions::Session>().cloned();
-                    session_principal(session, users.as_ref()).await
+                    match session_principal(session, users.as_ref(), auth.session_lifetime).await {
+                        Ok(principal) => principal,
+                        // The sign-in cannot be checked: say the database is down (503), never
+                        // "signed out" — the session is still there when it comes back.
+                        Err(SessionUnreadable) if !open => return outage::response(&path),
+                        Err(SessionUnreadable) => None,
+                    }
                 }
-                Mode::Proxy(proxy) => {
-                    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-                    proxy.principal(peer, req.headers())
-                }
-                Mode::Local => unreachable!("handled above"),
+                Mode::Proxy(_) | Mode::Local => None,
             },
         },
     };
@@ -329,24 +362,50 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
     }
 }
 
-/// The signed-in user of the request's session, if they are still configured.
+/// The session store could not be read (the database is down), so nobody can be told apart.
+#[derive(Debug)]
+struct SessionUnreadable;
+
+/// The signed-in user of the request's session, if they are still configured. A record that
+/// does not decode is no session; a store that does not answer is [`SessionUnreadable`].
+/// A session past its absolute `lifetime` is ended (its row deleted) and counts as none.
 async fn session_principal(
     session: Option<tower_sessions::Session>,
     users: Option<&Users>,
-) -> Option<Principal> {
-    let session = session?;
-    let name = match session.get::<String>(session::USER_KEY).await {
-        Ok(name) => name?,
-        Err(e) => {
-            tracing::error!(error = %e, "reading the session failed");
-            return None;
+    lifetime: std::time::Duration,
+) -> Result<Option<Principal>, SessionUnreadable> {
+    let Some(session) = session else { return Ok(None) };
+    let unreadable = |e: tower_sessions::session::Error| match e {
+        tower_sessions::session::Error::Store(tower_sessions::session_store::Error::Backend(e)) => {
+            tracing::warn!(error = %e, "the session store is unreachable; answering 503");
+            Err(SessionUnreadable)
+        }
+        e => {
+            tracing::error!(error = %e, "a session record did not decode; treating it as signed out");
+            Ok(None)
         }
     };
-    let principal = users?.session_principal(&name);
+    let name = match session.get::<String>(session::USER_KEY).await {
+        Ok(Some(name)) => name,
+        Ok(None) => return Ok(None),
+        Err(e) => return unreadable(e),
+    };
+    let signed_in_at = match session.get::<i64>(session::SIGNED_IN_AT_KEY).await {
+        Ok(at) => at,
+        Err(e) => return unreadable(e),
+    };
+    if session::outlived(signed_in_at, lifetime, session::unix_millis_now()) {
+        tracing::info!(user = name, "session reached its absolute lifetime; signing out");
+        if let Err(e) = session.flush().await {
+            tracing::warn!(error = %e, "deleting an expired session failed");
+        }
+        return Ok(None);
+    }
+    let principal = users.and_then(|u| u.session_principal(&name));
     if principal.is_none() {
         tracing::info!(user = name, "session of a user no longer configured");
     }
-    principal
+    Ok(principal)
 }
 
 #[cfg(test)]

@@ -41,18 +41,21 @@ impl ProxyConfig {
         if !self.trusted.iter().any(|net| net.contains(&peer)) {
             return None;
         }
-        let name = headers.get(&self.user_header)?.to_str().ok()?.trim();
+        // Exactly once: a proxy that appends instead of replacing would pass a client's own
+        // copy along beside its own, and which of the two is the proxy's is unknowable.
+        let name = only_value(headers, &self.user_header)?.trim();
         if name.is_empty() {
             return None;
         }
         let in_operator_group = || {
             let Some(header) = &self.groups_header else { return false };
-            headers
-                .get_all(header)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .any(|g| self.operator_groups.contains(g.trim()))
+            let Some(groups) = only_value(headers, header) else {
+                if headers.contains_key(header) {
+                    tracing::warn!(header = %header, "groups header sent more than once; ignoring the groups");
+                }
+                return false;
+            };
+            groups.split(',').any(|g| self.operator_groups.contains(g.trim()))
         };
         let role =
             if self.operators.contains(name) || in_operator_group() { Role::Operator } else { Role::Viewer };
@@ -63,6 +66,18 @@ impl ProxyConfig {
     pub fn trusted_summary(&self) -> String {
         self.trusted.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
     }
+}
+
+/// The header's value if it appears exactly once and is text; `None` if absent, repeated or
+/// not text.
+fn only_value<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        tracing::warn!(header = %name, "proxy header sent more than once; not believed");
+        return None;
+    }
+    first.to_str().ok()
 }
 
 /// A header name from the command line.
@@ -124,6 +139,15 @@ mod tests {
         assert_eq!(role(None, "alice", ""), None, "unknown peer");
         assert_eq!(role(ip("10.1.2.3"), " ", ""), None, "blank user");
         assert_eq!(config.principal(ip("10.1.2.3"), &HeaderMap::new()), None);
+
+        // A header the client smuggled in beside the proxy's own: neither is believed.
+        let mut twice = headers("carol", "");
+        twice.append("x-forwarded-user", "alice".parse().unwrap());
+        assert_eq!(config.principal(ip("10.1.2.3"), &twice), None, "user header twice");
+        // Groups twice: the user stands, the groups are ignored.
+        let mut groups_twice = headers("carol", "devs");
+        groups_twice.append("x-forwarded-groups", "oncall".parse().unwrap());
+        assert_eq!(config.principal(ip("10.1.2.3"), &groups_twice).map(|p| p.role), Some(Role::Viewer));
         assert_eq!(config.principal(ip("10.1.2.3"), &headers("alice", "")).unwrap().via, "proxy");
     }
 

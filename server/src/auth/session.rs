@@ -23,8 +23,28 @@ pub const COOKIE_NAME: &str = "lastword_session";
 pub const INACTIVITY: Duration = Duration::from_secs(12 * 3600);
 /// How often expired sessions are swept from the database.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
+/// A session ends this long after sign-in however active it is: a stolen cookie (a shared
+/// machine, a leaked HAR file) stops working within a week, while one person's on-call shift
+/// is never cut mid-week by it.
+pub const ABSOLUTE_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The session key holding the signed-in user's name.
 pub const USER_KEY: &str = "user";
+/// The session key holding when the user signed in (Unix milliseconds).
+pub const SIGNED_IN_AT_KEY: &str = "signed_in_at_ms";
+
+/// Now in Unix milliseconds, as [`SIGNED_IN_AT_KEY`] holds it.
+pub fn unix_millis_now() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Whether a session signed in at `signed_in_at_ms` (absent: a session from before the
+/// absolute lifetime existed, whose age cannot be known) has outlived `lifetime` at `now_ms`.
+pub fn outlived(signed_in_at_ms: Option<i64>, lifetime: Duration, now_ms: i64) -> bool {
+    match signed_in_at_ms {
+        Some(at) => now_ms.saturating_sub(at) > i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX),
+        None => true,
+    }
+}
 
 /// The session store on whichever database the dashboard uses.
 #[derive(Clone, Debug)]
@@ -65,7 +85,8 @@ impl SessionBackend {
 
     /// The layer that loads and saves sessions: cookie `lastword_session`, HttpOnly,
     /// SameSite=Lax (Strict would drop the cookie when someone follows a link from a chat
-    /// alert), `Secure` when asked, 12 hours of inactivity.
+    /// alert), `Secure` when asked, 12 hours of inactivity (and [`ABSOLUTE_LIFETIME`] after
+    /// sign-in, checked by the auth middleware).
     pub fn layer(&self, secure: bool) -> SessionManagerLayer<SessionBackend> {
         SessionManagerLayer::new(self.clone())
             .with_name(COOKIE_NAME)
@@ -141,5 +162,20 @@ impl SessionStore for SessionBackend {
             SessionBackend::Sqlite(s) => s.delete(&id).await,
         }
         .map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_ends_at_its_absolute_lifetime_and_one_of_unknown_age_has_ended() {
+        let day = Duration::from_secs(86_400);
+        let signed_in = 1_700_000_000_000;
+        assert!(!outlived(Some(signed_in), day, signed_in + 86_400_000));
+        assert!(outlived(Some(signed_in), day, signed_in + 86_400_001));
+        assert!(!outlived(Some(signed_in), day, signed_in - 5_000), "a clock step back is not an expiry");
+        assert!(outlived(None, day, signed_in));
     }
 }
