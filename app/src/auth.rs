@@ -13,7 +13,7 @@ use leptos::prelude::*;
 ///
 /// ```text
 /// let who = current_principal().filter(|p| p.can_act())
-///     .ok_or_else(|| ServerFnError::new("operator role required"))?;
+///     .ok_or_else(|| api::ssr::refuse(StatusCode::FORBIDDEN, "operator role required"))?;
 /// ```
 ///
 /// leptos_axum provides the request's `http::request::Parts` (extensions included) as context

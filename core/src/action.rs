@@ -170,6 +170,9 @@ pub enum RefusalCode {
     PreviewChanged,
     /// Bulk: the filter selects more than [`BULK_MAX`] tasks.
     TooMany,
+    /// Bulk: the set has unsafe tasks and the operator did not acknowledge that their effects
+    /// may run again.
+    UnsafeNotAcknowledged,
 }
 
 impl RefusalCode {
@@ -184,6 +187,7 @@ impl RefusalCode {
             RefusalCode::RequestIdReused => "request_id_reused",
             RefusalCode::PreviewChanged => "preview_changed",
             RefusalCode::TooMany => "too_many",
+            RefusalCode::UnsafeNotAcknowledged => "unsafe_not_acknowledged",
         }
     }
 }
@@ -249,6 +253,33 @@ pub struct BulkPreview {
     pub unsafe_count: i64,
     /// More than [`BULK_MAX`] tasks matched: nothing can be applied until the filter narrows.
     pub too_many: bool,
+    /// Names exactly this preview's set (every task id with its epoch, and `fence`): a
+    /// confirmation carries it back, and is applied only if the set is still the same — not
+    /// merely as large. See [`preview_token`].
+    #[serde(default)]
+    pub token: String,
+}
+
+/// The token of a preview's set: FNV-1a (64 bits, hex) over the sorted `id:epoch` pairs and
+/// the fence flag. Not a secret and not a signature — anyone who may re-queue may re-queue
+/// anyway — only a short, stable name for "these tasks at these epochs", so that the page, the
+/// API and the CLI can say "apply what I reviewed" across two requests, and any server replica
+/// computes the same name.
+pub fn preview_token(tasks: &[TaskRef], fence: bool) -> String {
+    let mut pairs: Vec<(i64, i64)> = tasks.iter().map(|t| (t.id, t.lease_epoch)).collect();
+    pairs.sort_unstable();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for b in bytes {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    feed(if fence { b"fence;" } else { b"nofence;" });
+    for (id, epoch) in pairs {
+        feed(format!("{id}:{epoch};").as_bytes());
+    }
+    format!("{:016x}-{}", hash, tasks.len())
 }
 
 /// A confirmed bulk re-queue: the count the operator saw in the preview.
@@ -257,9 +288,18 @@ pub struct BulkPreview {
 pub struct BulkRequeueRequest {
     #[serde(default)]
     pub reason: String,
-    /// How many tasks the preview said; refused (409) if the filter now selects another number.
+    /// How many tasks the preview said (optional: the token names the set, count included);
+    /// refused (409) if the filter now selects another number.
     #[serde(default)]
     pub expected_count: Option<i64>,
+    /// The preview's [`BulkPreview::token`]; refused (409) unless the filter selects exactly
+    /// that set of tasks at those epochs now. Required.
+    #[serde(default)]
+    pub preview_token: Option<String>,
+    /// The operator read that unsafe tasks' effects may run again; refused (409) when the set
+    /// has an unsafe task and this is not set.
+    #[serde(default)]
+    pub acknowledge_unsafe: bool,
     #[serde(default)]
     pub fence: bool,
     /// Instead of the query-string filter: exactly these tasks (a selection).
@@ -280,14 +320,20 @@ impl BulkRequeueRequest {
         .validate(ActionKind::Requeue)?;
         self.reason = single.reason;
         self.request_id = single.request_id;
-        match self.expected_count {
+        if self.expected_count.is_some_and(|n| n < 0) {
+            return Err(ParamError::new("expected_count", "must not be negative"));
+        }
+        self.preview_token = self.preview_token.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+        match &self.preview_token {
             None => {
                 return Err(ParamError::new(
-                    "expected_count",
-                    "required: the number of tasks the preview showed",
+                    "preview_token",
+                    "required: the token of the preview you reviewed (GET /api/v1/requeue/preview)",
                 ))
             }
-            Some(n) if n < 0 => return Err(ParamError::new("expected_count", "must not be negative")),
+            Some(t) if t.len() > 64 || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') => {
+                return Err(ParamError::new("preview_token", "not a preview token"))
+            }
             _ => {}
         }
         if let Some(ids) = &mut self.task_ids {
@@ -449,6 +495,7 @@ pub fn classify(
         }
     }
     preview.unsafe_count = preview.tasks.iter().filter(|t| t.safety == "unsafe").count() as i64;
+    preview.token = preview_token(&preview.tasks, fence);
     preview
 }
 
@@ -770,11 +817,19 @@ mod tests {
     }
 
     #[test]
-    fn bulk_validation_needs_the_previewed_count_and_dedupes_ids() {
-        let base =
-            BulkRequeueRequest { reason: "sweep".into(), expected_count: Some(2), ..Default::default() };
+    fn bulk_validation_needs_the_preview_token_and_dedupes_ids() {
+        let base = BulkRequeueRequest {
+            reason: "sweep".into(),
+            preview_token: Some("00aa11bb22cc33dd-2".into()),
+            ..Default::default()
+        };
+        assert!(base.clone().validate().is_ok(), "the count is optional");
+        for token in [None, Some(" "), Some("a b"), Some("<script>")] {
+            let request = BulkRequeueRequest { preview_token: token.map(str::to_string), ..base.clone() };
+            assert_eq!(request.validate().unwrap_err().param, "preview_token", "{token:?}");
+        }
         assert_eq!(
-            BulkRequeueRequest { expected_count: None, ..base.clone() }.validate().unwrap_err().param,
+            BulkRequeueRequest { expected_count: Some(-1), ..base.clone() }.validate().unwrap_err().param,
             "expected_count"
         );
         let ok = BulkRequeueRequest { task_ids: Some(vec![3, 1, 3]), ..base.clone() }.validate().unwrap();
@@ -783,6 +838,25 @@ mod tests {
             BulkRequeueRequest { task_ids: Some(vec![]), ..base }.validate().unwrap_err().param,
             "task_ids"
         );
+    }
+
+    #[test]
+    fn a_preview_token_names_the_set_and_epochs_not_the_count_or_order() {
+        let r = |id: i64, epoch: i64| TaskRef {
+            id,
+            kind: "reply".into(),
+            safety: "idempotent".into(),
+            status: "dead".into(),
+            owner: None,
+            lease_epoch: epoch,
+            lease_expires_at: None,
+        };
+        let token = preview_token(&[r(1, 2), r(5, 1)], false);
+        assert_eq!(token, preview_token(&[r(5, 1), r(1, 2)], false), "order does not matter");
+        assert_ne!(token, preview_token(&[r(1, 2), r(6, 1)], false), "another task, same count");
+        assert_ne!(token, preview_token(&[r(1, 3), r(5, 1)], false), "same task, another epoch");
+        assert_ne!(token, preview_token(&[r(1, 2), r(5, 1)], true), "fencing is part of it");
+        assert!(token.ends_with("-2"), "{token}");
     }
 
     #[test]

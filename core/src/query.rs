@@ -48,6 +48,28 @@ pub struct RunFilter {
     pub q: Option<String>,
 }
 
+impl RunFilter {
+    /// As the failures page lists: with no state and no cause, every failure state (a bare
+    /// `since=1h` or `worker=w1` never means healthy runs too). The one place this rule lives:
+    /// the failures page, its bulk re-queue, the API's bulk re-queue and the CLI's `--filter`
+    /// all come through here.
+    pub fn failures_unless_narrowed(mut self) -> RunFilter {
+        if self.states.is_empty() && self.causes.is_empty() {
+            self.states = RunState::failures();
+        }
+        self
+    }
+}
+
+/// The run filter of a bulk re-queue (page, API and CLI alike): the run query's filter with
+/// [`RunFilter::failures_unless_narrowed`], paging (`after`, `limit`) ignored since the action
+/// covers every matching task, not one page.
+pub fn parse_bulk_filter(pairs: &[(String, String)], now: DateTime<Utc>) -> Result<RunFilter, ParamError> {
+    let unpaged: Vec<(String, String)> =
+        pairs.iter().filter(|(k, _)| k != "after" && k != "limit").cloned().collect();
+    Ok(parse_run_query(&unpaged, now)?.0.failures_unless_narrowed())
+}
+
 /// A position in the newest-first run list: the last row of the previous page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
@@ -315,6 +337,33 @@ mod tests {
             assert_eq!(err.param, param, "{q:?} → {err}");
             assert!(!err.message.is_empty());
         }
+    }
+
+    #[test]
+    fn a_bulk_filter_is_failures_only_unless_a_state_or_cause_narrows_it() {
+        let bulk = |q: &[(&str, &str)]| parse_bulk_filter(&pairs(q), now()).unwrap();
+        assert_eq!(bulk(&[("since", "1h")]).states, RunState::failures());
+        assert_eq!(bulk(&[]).states, RunState::failures());
+        assert_eq!(bulk(&[("state", "acted")]).states, vec![RunState::Acted]);
+        let by_cause = bulk(&[("cause", "timeout")]);
+        assert_eq!((by_cause.states, by_cause.causes), (vec![], vec![Cause::Timeout]));
+        // Paging is not part of what a bulk action covers.
+        assert_eq!(bulk(&[("limit", "1"), ("after", "x")]), bulk(&[]));
+        assert!(parse_bulk_filter(&pairs(&[("cause", "melted")]), now()).is_err());
+        // A worker named like a query string, encoded as links encode it, stays one value.
+        let sly = "w&state=acted";
+        let link = format!("worker={}", encode_component(sly));
+        let decoded: Vec<(String, String)> =
+            url_pairs(&link).into_iter().map(|(k, v)| (k, percent_decode(&v))).collect();
+        let f = parse_bulk_filter(&decoded, now()).unwrap();
+        assert_eq!((f.worker.as_deref(), f.states), (Some(sly), RunState::failures()));
+    }
+
+    fn url_pairs(qs: &str) -> Vec<(String, String)> {
+        qs.split('&')
+            .map(|kv| kv.split_once('=').unwrap())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]

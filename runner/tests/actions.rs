@@ -303,6 +303,44 @@ async fn compensation_is_recorded_leaves_attention_and_can_be_undone(db: Db) {
     assert_eq!(code, RefusalCode::Changed);
 }
 
+/// A task that died two hours ago and is compensated now is not a new dead task: the overview
+/// counts dead tasks by when they died, and a compensation (or its undo) changes neither the
+/// status nor when it last changed.
+async fn compensating_an_old_dead_task_does_not_count_it_as_newly_dead(db: Db) {
+    let f = Fixture::new(db);
+    let kind = [format!("dead-twice-{}", rand_suffix())];
+    let id = f.task_of(&kind[0], Safety::Unsafe, 2).await;
+    let (w1, w2) = (f.runner("w1"), f.runner("w2"));
+    let lease1 = w1.claim(Some(&kind)).await.unwrap().unwrap();
+    w1.record_effect(&lease1, "send_email", "reply-1").await.unwrap();
+    f.clock.advance(secs(LEASE + 1));
+    let lease2 = w2.claim(Some(&kind)).await.unwrap().expect("lapsed lease re-claimed");
+    w2.record_effect(&lease2, "send_email", "reply-1").await.unwrap();
+    let failed = Outcome::Failed { cause: ErrorCause::Timeout, detail: "model call timed out".into() };
+    w2.finish(lease2, failed).await.unwrap();
+    assert!(matches!(w1.finish(lease1, Outcome::NoActionNeeded).await.unwrap(), Finish::LostLease { .. }));
+    let died = f.row(id).await;
+    assert_eq!(died.status, "dead");
+
+    let dead_in_last_hour = |f: &Fixture| {
+        let (since, until) = (f.now() - secs(3600), f.now() + secs(1));
+        let store = f.store.clone();
+        let now = f.now();
+        async move { store.overview(since, until, secs(60), now).await.unwrap().attention.dead_tasks }
+    };
+    assert_eq!(dead_in_last_hour(&f).await, 1, "it died just now");
+    f.clock.advance(secs(2 * 3600));
+    assert_eq!(dead_in_last_hour(&f).await, 0, "two hours later it is old news");
+
+    let compensate = ActionRequest { reason: "refunded the duplicate".into(), ..Default::default() };
+    applied(f.act(id, ActionKind::Compensate, compensate, "alice").await);
+    assert_eq!(dead_in_last_hour(&f).await, 0, "compensating it does not make it newly dead");
+    assert_eq!(f.row(id).await.updated_at, died.updated_at);
+    let undo = ActionRequest { reason: "wrong task".into(), ..Default::default() };
+    applied(f.act(id, ActionKind::Uncompensate, undo, "alice").await);
+    assert_eq!(dead_in_last_hour(&f).await, 0, "nor does undoing it");
+}
+
 async fn many_operators_at_once_apply_exactly_once_per_epoch(db: Db) {
     let f = Fixture::new(db);
     let id = f.dead_task("w1").await;
@@ -394,6 +432,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     let stale = BulkRequeueRequest {
         reason: "API back".into(),
         expected_count: Some(2),
+        preview_token: Some(preview.token.clone()),
         request_id: Some("bulk-1".into()),
         ..Default::default()
     }
@@ -402,7 +441,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     match f.store.bulk_requeue(&timeouts, &stale, "alice", f.now()).await.unwrap() {
         BulkOutcome::Refused { code, message, preview } => {
             assert_eq!(code, RefusalCode::PreviewChanged);
-            assert!(message.contains("would now re-queue 3 tasks, not the 2"), "{message}");
+            assert!(message.contains("would now re-queue 3 tasks"), "{message}");
             assert_eq!(preview.unwrap().tasks.len(), 3);
         }
         other => panic!("{other:?}"),
@@ -412,17 +451,41 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
         assert_eq!(f.row(*id).await.status, "dead");
     }
 
-    let confirmed = BulkRequeueRequest { expected_count: Some(3), ..stale };
+    // The same count but not the same set: one previewed task was re-queued and died again
+    // (a new epoch) — refused too; a token names the tasks and epochs, not their number.
+    let moved = dead[0];
+    applied(f.act(moved, ActionKind::Requeue, requeue(1), "bob").await);
+    let lease = f.runner("w5").claim(None).await.unwrap().expect("the re-queued task");
+    assert_eq!(lease.task_id, moved);
+    let failed = Outcome::Failed { cause: ErrorCause::Timeout, detail: "again".into() };
+    f.runner("w5").finish(lease, failed).await.unwrap();
+    let again = f.store.requeue_preview(&timeouts, false, f.now()).await.unwrap();
+    assert_eq!(again.tasks.len(), preview.tasks.len(), "as many tasks as before");
+    assert_ne!(again.token, preview.token);
+    let same_count = BulkRequeueRequest { expected_count: Some(3), ..stale.clone() };
+    match f.store.bulk_requeue(&timeouts, &same_count, "alice", f.now()).await.unwrap() {
+        BulkOutcome::Refused { code, .. } => assert_eq!(code, RefusalCode::PreviewChanged),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.row(moved).await.lease_epoch, 3, "nothing applied");
+    let audit_before = f.audit_count().await;
+
+    let confirmed =
+        BulkRequeueRequest { expected_count: Some(3), preview_token: Some(again.token.clone()), ..stale };
     let actions = match f.store.bulk_requeue(&timeouts, &confirmed, "alice", f.now()).await.unwrap() {
         BulkOutcome::Applied { actions } => actions,
         other => panic!("{other:?}"),
     };
     assert_eq!(actions.iter().map(|a| a.task_id).collect::<Vec<_>>(), dead);
     for (a, id) in actions.iter().zip(&dead) {
+        let epoch = if *id == moved { 3 } else { 1 };
         assert_eq!(a.request_id, Some(format!("bulk-1/{id}")));
-        assert_eq!((a.epoch_seen, a.epoch_after, a.status_seen.as_deref()), (Some(1), Some(2), Some("dead")));
+        assert_eq!(
+            (a.epoch_seen, a.epoch_after, a.status_seen.as_deref()),
+            (Some(epoch), Some(epoch + 1), Some("dead"))
+        );
         let t = f.row(*id).await;
-        assert_eq!((t.status.as_str(), t.lease_epoch), ("queued", 2));
+        assert_eq!((t.status.as_str(), t.lease_epoch), ("queued", epoch + 1));
     }
     assert_eq!(f.row(live).await.status, "leased", "the live lease was not fenced");
     // Sent again (a retry): replayed, nothing applied twice.
@@ -441,9 +504,11 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
 
     // A selection by ids works the same way.
     let selection = BulkSelection::Tasks(vec![live]);
+    let token = f.store.requeue_preview(&selection, true, f.now()).await.unwrap().token;
     let request = BulkRequeueRequest {
         reason: "fence it".into(),
         expected_count: Some(1),
+        preview_token: Some(token),
         fence: true,
         ..Default::default()
     };
@@ -452,6 +517,36 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
         other => panic!("{other:?}"),
     }
     assert_eq!(f.row(live).await.status, "queued");
+
+    // Unsafe tasks need the acknowledgement from the request itself, not only the page.
+    let kind = [format!("risky-{}", rand_suffix())];
+    let risky = f.task_of(&kind[0], Safety::Unsafe, 1).await;
+    let lease = f.runner("w6").claim(Some(&kind)).await.unwrap().unwrap();
+    let failed = Outcome::Failed { cause: ErrorCause::ApiError, detail: "503".into() };
+    f.runner("w6").finish(lease, failed).await.unwrap();
+    let selection = BulkSelection::Tasks(vec![risky]);
+    let preview = f.store.requeue_preview(&selection, false, f.now()).await.unwrap();
+    assert_eq!(preview.unsafe_count, 1);
+    let unacknowledged = BulkRequeueRequest {
+        reason: "retry".into(),
+        preview_token: Some(preview.token.clone()),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    match f.store.bulk_requeue(&selection, &unacknowledged, "bob", f.now()).await.unwrap() {
+        BulkOutcome::Refused { code, message, .. } => {
+            assert_eq!(code, RefusalCode::UnsafeNotAcknowledged);
+            assert!(message.contains("unsafe"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.row(risky).await.status, "dead", "nothing applied");
+    let acknowledged = BulkRequeueRequest { acknowledge_unsafe: true, ..unacknowledged };
+    match f.store.bulk_requeue(&selection, &acknowledged, "bob", f.now()).await.unwrap() {
+        BulkOutcome::Applied { actions } => assert_eq!(actions.len(), 1),
+        other => panic!("{other:?}"),
+    }
 }
 
 async fn a_filter_selecting_too_many_tasks_is_refused(db: Db) {
@@ -462,7 +557,11 @@ async fn a_filter_selecting_too_many_tasks_is_refused(db: Db) {
     }
     let preview = f.store.requeue_preview(&BulkSelection::Tasks(ids.clone()), false, f.now()).await.unwrap();
     assert!(preview.too_many);
-    let request = BulkRequeueRequest { reason: "all".into(), expected_count: Some(0), ..Default::default() };
+    let request = BulkRequeueRequest {
+        reason: "all".into(),
+        preview_token: Some(preview.token.clone()),
+        ..Default::default()
+    };
     // Selections are capped before the store by validation; filters by the store.
     assert!(BulkRequeueRequest { task_ids: Some(ids), ..request.clone() }.validate().is_err());
 }
@@ -504,6 +603,7 @@ lastword_store::on_every_backend!(
     a_stale_view_is_refused_with_what_changed_and_nothing_changes,
     a_double_submission_applies_once,
     compensation_is_recorded_leaves_attention_and_can_be_undone,
+    compensating_an_old_dead_task_does_not_count_it_as_newly_dead,
     many_operators_at_once_apply_exactly_once_per_epoch,
     bulk_requeue_applies_the_previewed_set_once,
     a_filter_selecting_too_many_tasks_is_refused,

@@ -10,7 +10,7 @@ use crate::terminal::Shown;
 use anyhow::Context;
 use clap::Args;
 use lastword_core::action::{count_tasks, fmt_time, parse_audit_query};
-use lastword_core::query::parse_run_query;
+use lastword_core::query::parse_bulk_filter;
 use lastword_core::{
     ActionKind, ActionOutcome, ActionRequest, BulkOutcome, BulkRequeueRequest, BulkSelection,
 };
@@ -56,13 +56,19 @@ pub struct RequeueArgs {
     /// Take the task from a worker holding a live lease (that worker is fenced).
     #[arg(long)]
     pub fence: bool,
-    /// Bulk: the failures page's query string, e.g. 'cause=timeout&since=1h'.
+    /// Bulk: the failures page's query string, e.g. 'cause=timeout&since=1h'; as on the page,
+    /// no state and no cause selects failures only.
     #[arg(long, conflicts_with_all = ["task", "expected_epoch", "expected_status"])]
     pub filter: Option<String>,
-    /// Bulk: apply only if the filter selects exactly this many tasks (from a previous
-    /// preview). Without it, the preview is printed and nothing is done.
+    /// Bulk: apply only if the filter still selects exactly the tasks of a previous preview
+    /// (the token it printed: the same tasks at the same epochs, not merely as many). Without
+    /// it, the preview is printed and nothing is done.
+    #[arg(long, requires = "filter", value_name = "PREVIEW_TOKEN")]
+    pub expect: Option<String>,
+    /// Bulk: re-queue unsafe tasks too (their effects may run again); refused without it when
+    /// the preview has any.
     #[arg(long, requires = "filter")]
-    pub expect: Option<i64>,
+    pub unsafe_ok: bool,
     /// An idempotency key: running the same command again applies once.
     #[arg(long)]
     pub request_id: Option<String>,
@@ -142,8 +148,7 @@ fn print_outcome(outcome: &ActionOutcome, json: bool) -> anyhow::Result<ExitCode
 pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<ExitCode> {
     let actor = args.who.actor();
     if let Some(query) = &args.filter {
-        let (filter, _) =
-            parse_run_query(&pairs(query), now()).map_err(|e| anyhow::anyhow!("--filter: {e}"))?;
+        let filter = parse_bulk_filter(&pairs(query), now()).map_err(|e| anyhow::anyhow!("--filter: {e}"))?;
         let selection = BulkSelection::Filter(filter);
         let Some(expected) = args.expect else {
             let preview = store.requeue_preview(&selection, args.fence, now()).await?;
@@ -162,14 +167,20 @@ pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<Exi
                 if preview.too_many {
                     println!("more than {} tasks match: narrow the filter", lastword_core::action::BULK_MAX);
                 } else {
-                    println!("nothing done; to apply, run again with --expect {}", preview.tasks.len());
+                    let unsafe_ok = if preview.unsafe_count > 0 { " --unsafe-ok" } else { "" };
+                    println!(
+                        "nothing done; to apply exactly these, run again with --expect {}{unsafe_ok}",
+                        preview.token
+                    );
                 }
             }
             return Ok(ExitCode::SUCCESS);
         };
         let request = BulkRequeueRequest {
             reason: args.reason,
-            expected_count: Some(expected),
+            expected_count: None,
+            preview_token: Some(expected),
+            acknowledge_unsafe: args.unsafe_ok,
             fence: args.fence,
             task_ids: None,
             request_id: args.request_id,

@@ -602,7 +602,10 @@ async fn users_mode_only_operators_act_and_the_actor_is_the_token_name(db: Db) {
     assert_eq!(f.send(read).await.status, StatusCode::OK);
     let bulk = post_json_builder("/api/v1/requeue")
         .header(header::AUTHORIZATION, format!("Bearer {}", c.viewer_token))
-        .body(Body::from(json!({"reason": "r", "expected_count": 1, "task_ids": [id]}).to_string()))
+        .body(Body::from(
+            json!({"reason": "r", "expected_count": 1, "preview_token": "00-1", "task_ids": [id]})
+                .to_string(),
+        ))
         .unwrap();
     assert_eq!(f.send(bulk).await.status, StatusCode::FORBIDDEN);
 
@@ -657,7 +660,10 @@ async fn cross_site_posts_are_refused_before_anything_changes(db: Db) {
     // The bulk endpoint too.
     let bulk = post_json_builder("/api/v1/requeue")
         .header("origin", "http://evil.example")
-        .body(Body::from(json!({"reason": "r", "expected_count": 1, "task_ids": [id]}).to_string()))
+        .body(Body::from(
+            json!({"reason": "r", "expected_count": 1, "preview_token": "00-1", "task_ids": [id]})
+                .to_string(),
+        ))
         .unwrap();
     assert_eq!(f.send(bulk).await.status, StatusCode::FORBIDDEN);
     assert_eq!(f.row(id).await, before, "the task is unchanged");
@@ -700,7 +706,11 @@ async fn bulk_requeue_previews_confirms_and_refuses_a_changed_preview(db: Db) {
 
     // The wrong count: 409 with the new preview, nothing changed.
     let uri = "/api/v1/requeue?cause=timeout";
-    let stale = json!({"reason": "the model API is back", "expected_count": 2, "request_id": "sweep-1"});
+    let token = preview["token"].as_str().expect("a preview token").to_string();
+    let paged = f.get_ok("/api/v1/requeue/preview?cause=timeout&limit=1").await;
+    assert_eq!(paged["token"], preview["token"], "paging does not change the set");
+    assert_ne!(same["token"], preview["token"], "fencing does");
+    let stale = json!({"reason": "the model API is back", "expected_count": 2, "preview_token": token, "request_id": "sweep-1"});
     let answer = f.post(uri, &stale.to_string()).await;
     assert_eq!(answer.status, StatusCode::CONFLICT, "{}", answer.body);
     let body = answer.json();
@@ -708,7 +718,16 @@ async fn bulk_requeue_previews_confirms_and_refuses_a_changed_preview(db: Db) {
         (body["outcome"].as_str(), body["error"].as_str()),
         (Some("refused"), Some("preview_changed"))
     );
-    assert!(body["message"].as_str().unwrap().contains("3 tasks, not the 2"), "{body}");
+    assert!(body["message"].as_str().unwrap().contains("would now re-queue 3 tasks"), "{body}");
+    // Without the preview's token, or with another one: 400 and 409, nothing changed.
+    let tokenless = json!({"reason": "r", "expected_count": 3});
+    let answer = f.post(uri, &tokenless.to_string()).await;
+    assert_eq!(
+        (answer.status, answer.json()["param"].clone()),
+        (StatusCode::BAD_REQUEST, json!("preview_token"))
+    );
+    let forged = json!({"reason": "r", "expected_count": 3, "preview_token": "0123456789abcdef-3"});
+    refused(&f.post(uri, &forged.to_string()).await, "preview_changed");
     assert_eq!(ids(&body["preview"]["tasks"]), timeouts);
     assert_eq!(f.audit_count().await, 0);
     for id in &timeouts {
@@ -716,7 +735,7 @@ async fn bulk_requeue_previews_confirms_and_refuses_a_changed_preview(db: Db) {
     }
 
     // The right count: applied, one action per task, request ids `<id>/<task>`.
-    let confirmed = json!({"reason": "the model API is back", "expected_count": 3, "request_id": "sweep-1"});
+    let confirmed = json!({"reason": "the model API is back", "expected_count": 3, "preview_token": token, "request_id": "sweep-1"});
     let answer = ok(&f.post(uri, &confirmed.to_string()).await, "applied");
     let actions = answer["actions"].as_array().unwrap();
     assert_eq!(actions.len(), 3, "{answer}");
@@ -743,17 +762,24 @@ async fn bulk_requeue_previews_confirms_and_refuses_a_changed_preview(db: Db) {
     assert_eq!((after["tasks"].clone(), after["skipped_queued"].as_i64()), (json!([]), Some(3)));
 
     // A selection by id, and not together with a filter.
-    let selection = json!({"reason": "one more", "expected_count": 1, "task_ids": [api_error]}).to_string();
+    let single = lastword_core::BulkSelection::Tasks(vec![api_error]);
+    let single_token = f.store.requeue_preview(&single, false, f.past()).await.unwrap().token;
+    let selection =
+        json!({"reason": "one more", "expected_count": 1, "preview_token": single_token, "task_ids": [api_error]})
+            .to_string();
     let mixed = f.post("/api/v1/requeue?cause=api_error", &selection).await;
     assert_eq!(mixed.status, StatusCode::BAD_REQUEST, "{}", mixed.body);
     assert_eq!(mixed.json()["param"], "task_ids");
     for (body, param) in [
-        (json!({"reason": "r", "task_ids": [api_error]}), "expected_count"),
-        (json!({"reason": "r", "expected_count": -1, "task_ids": [api_error]}), "expected_count"),
-        (json!({"reason": "r", "expected_count": 0, "task_ids": []}), "task_ids"),
-        (json!({"reason": "r", "expected_count": 1, "task_ids": [0]}), "task_ids"),
-        (json!({"reason": " ", "expected_count": 1, "task_ids": [api_error]}), "reason"),
-        (json!({"reason": "r", "expected_count": 1, "task_ids": [api_error], "limit": 3}), "body"),
+        (json!({"reason": "r", "task_ids": [api_error]}), "preview_token"),
+        (
+            json!({"reason": "r", "preview_token": "t-1", "expected_count": -1, "task_ids": [api_error]}),
+            "expected_count",
+        ),
+        (json!({"reason": "r", "preview_token": "t-1", "task_ids": []}), "task_ids"),
+        (json!({"reason": "r", "preview_token": "t-1", "task_ids": [0]}), "task_ids"),
+        (json!({"reason": " ", "preview_token": "t-1", "task_ids": [api_error]}), "reason"),
+        (json!({"reason": "r", "preview_token": "t-1", "task_ids": [api_error], "limit": 3}), "body"),
     ] {
         let answer = f.post("/api/v1/requeue", &body.to_string()).await;
         assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{body}: {}", answer.body);
@@ -768,6 +794,43 @@ async fn bulk_requeue_previews_confirms_and_refuses_a_changed_preview(db: Db) {
     assert_eq!(answer["actions"][0]["request_id"], Value::Null);
     assert_eq!(f.row(api_error).await.status, "queued");
     assert_eq!(f.audit_count().await, 4);
+}
+
+/// Runner data is untrusted, worker names included: a worker named like a query string must
+/// not widen what "re-queue all matching" selects, and a filter without state or cause means
+/// failures only, as on the page (never the healthy runs of the same window).
+async fn a_bulk_filter_is_failures_only_unless_narrowed_and_runner_names_cannot_inject(db: Db) {
+    let f = Fixture::new(db);
+    let sly = "w&state=acted";
+    let (healthy, kind) = f.task(Safety::Idempotent, 1).await;
+    let worker = f.runner(sly);
+    let lease = worker.claim(Some(&kind)).await.unwrap().unwrap();
+    worker.finish(lease, Outcome::Acted(ActionMessage::new("replied").unwrap())).await.unwrap();
+    let (dead, kind) = f.task(Safety::Idempotent, 1).await;
+    let lease = worker.claim(Some(&kind)).await.unwrap().unwrap();
+    let failed = Outcome::Failed { cause: ErrorCause::Timeout, detail: "timed out".into() };
+    worker.finish(lease, failed).await.unwrap();
+    assert_eq!(
+        (f.row(healthy).await.status.as_str(), f.row(dead).await.status.as_str()),
+        ("completed", "dead")
+    );
+    let tasks = |v: &Value| {
+        v["tasks"].as_array().unwrap().iter().map(|t| t["id"].as_i64().unwrap()).collect::<Vec<_>>()
+    };
+
+    // The worker's name, encoded as every link the pages make encodes it.
+    let encoded = lastword_core::query::encode_component(sly);
+    assert_eq!(encoded, "w%26state%3Dacted");
+    let by_worker = f.get_ok(&format!("/api/v1/requeue/preview?worker={encoded}")).await;
+    assert_eq!(tasks(&by_worker), vec![dead], "{by_worker}");
+    assert_eq!(by_worker["skipped_completed"], 0, "the healthy run is not even matched: {by_worker}");
+    // A bare window: failures only, the same default as the page.
+    let window = f.get_ok("/api/v1/requeue/preview?since=2h").await;
+    assert_eq!(tasks(&window), vec![dead], "{window}");
+    assert_eq!(window["skipped_completed"], 0, "{window}");
+    // Asking for healthy states explicitly still can (they are skipped as completed).
+    let asked = f.get_ok(&format!("/api/v1/requeue/preview?worker={encoded}&state=acted")).await;
+    assert_eq!((tasks(&asked), asked["skipped_completed"].as_i64()), (vec![], Some(1)), "{asked}");
 }
 
 // ---------------------------------------------------------------- 10. a race over HTTP
@@ -817,5 +880,6 @@ lastword_store::on_every_backend!(
     users_mode_only_operators_act_and_the_actor_is_the_token_name,
     cross_site_posts_are_refused_before_anything_changes,
     bulk_requeue_previews_confirms_and_refuses_a_changed_preview,
+    a_bulk_filter_is_failures_only_unless_narrowed_and_runner_names_cannot_inject,
     concurrent_requeues_of_one_task_apply_exactly_once,
 );

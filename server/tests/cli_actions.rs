@@ -16,6 +16,7 @@ fn requeue_args(task: Option<i64>, epoch: Option<i64>) -> RequeueArgs {
         fence: false,
         filter: None,
         expect: None,
+        unsafe_ok: false,
         request_id: Some("cli-1".into()),
         who: ActorArgs { actor: Some("ops-script".into()), json: false },
     }
@@ -69,6 +70,30 @@ async fn requeue_applies_once_and_a_stale_epoch_exits_3(db: Db) {
     };
     assert_eq!(act::requeue(store.as_ref(), preview).await.unwrap(), ExitCode::SUCCESS);
     assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions", &[]).await, 1);
+
+    // --expect names the previewed set by its token: a made-up token is refused (exit 3),
+    // the preview's own applies.
+    let filter = || RequeueArgs {
+        task: None,
+        expected_epoch: None,
+        filter: Some("cause=timeout".into()),
+        request_id: None,
+        ..requeue_args(None, None)
+    };
+    let selection = lastword_core::BulkSelection::Filter(
+        lastword_core::query::parse_bulk_filter(&[("cause".into(), "timeout".into())], chrono::Utc::now())
+            .unwrap(),
+    );
+    let preview = store.requeue_preview(&selection, false, chrono::Utc::now()).await.unwrap();
+    let wrong = RequeueArgs { expect: Some("0000000000000000-1".into()), ..filter() };
+    assert_eq!(act::requeue(store.as_ref(), wrong).await.unwrap(), ExitCode::from(3));
+    assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions", &[]).await, 1);
+    let right = RequeueArgs { expect: Some(preview.token.clone()), ..filter() };
+    assert_eq!(act::requeue(store.as_ref(), right).await.unwrap(), ExitCode::SUCCESS);
+    assert_eq!(
+        scalar(&db, "SELECT COUNT(*) FROM operator_actions", &[]).await,
+        1 + preview.tasks.len() as i64
+    );
 }
 
 async fn compensate_of_a_task_that_ran_once_exits_3(db: Db) {

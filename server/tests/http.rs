@@ -100,6 +100,89 @@ async fn the_totals_server_function_answers_json() {
     assert_eq!(json, serde_json::json!({"tasks": 1, "runs": 0, "effects": 0, "estimated": false}));
 }
 
+/// POSTs a server function call with a form or JSON body; its status and body.
+async fn call(app: &axum::Router, endpoint: &str, content_type: &str, body: &str) -> (StatusCode, String) {
+    let request = Request::post(format!("/api/fn/{endpoint}"))
+        .header("content-type", content_type)
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A server function's refusal carries the status of what went wrong, like the JSON API:
+/// bad input 400, no such task 404, database down 503, never a 500 for everything.
+#[tokio::test]
+async fn server_function_errors_carry_their_status() {
+    let _serial = serial();
+    let (app, db) = app_on(sqlite_memory().await).await;
+    let form = "application/x-www-form-urlencoded";
+    let (status, body) = call(&app, "workers", form, "window=yesterday").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("window"), "names the parameter: {body}");
+    let (status, body) = call(&app, "timeline", form, "minutes=0").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let act =
+        r#"{"task_id": 424242, "kind": "requeue", "request": {"reason": "retry", "expected_epoch": 1}}"#;
+    let (status, body) = call(&app, "act", "application/json", act).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body.contains("no task 424242"), "{body}");
+    let no_reason =
+        r#"{"task_id": 424242, "kind": "requeue", "request": {"reason": " ", "expected_epoch": 1}}"#;
+    assert_eq!(call(&app, "act", "application/json", no_reason).await.0, StatusCode::BAD_REQUEST);
+    let (status, body) = call(&app, "workers", form, "window=1h").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    db.close().await;
+    let (status, body) = call(&app, "workers", form, "window=1h").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("database unavailable"), "{body}");
+}
+
+/// Every link that carries runner data encodes it: a worker named like a query string links
+/// to a filter on exactly that worker, never to one it rewrote (`state=acted`).
+#[tokio::test]
+async fn links_carrying_worker_names_encode_them() {
+    use lastword_runner::{
+        enqueue, ErrorCause, NewTask, Outcome, Runner, RunnerConfig, Safety, Source, SystemClock,
+    };
+    let _serial = serial();
+    let db = sqlite_memory().await;
+    let sly = "w&state=acted";
+    let new_task = |kind: &str| NewTask {
+        kind: kind.into(),
+        source: Source::Notification,
+        safety: Safety::Idempotent,
+        payload: serde_json::json!({}),
+        max_attempts: 1,
+    };
+    let runner = Runner::new(db.clone(), sly, RunnerConfig::default(), std::sync::Arc::new(SystemClock));
+    let now = chrono::Utc::now();
+    let failed = enqueue(&db, &new_task("reply"), now).await.unwrap();
+    let lease = runner.claim(None).await.unwrap().unwrap();
+    let outcome = Outcome::Failed { cause: ErrorCause::Timeout, detail: "<script>x</script>".into() };
+    runner.finish(lease, outcome).await.unwrap();
+    let held = enqueue(&db, &new_task("reply"), now).await.unwrap();
+    assert_eq!(runner.claim(None).await.unwrap().unwrap().task_id, held);
+    let (app, _db) = app_on(db).await;
+
+    for page in [
+        format!("/tasks/{failed}"),
+        format!("/tasks/{held}"),
+        "/failures".to_string(),
+        "/workers".to_string(),
+    ] {
+        let (status, html) = get(&app, &page).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        assert!(html.contains("worker=w%26state%3Dacted"), "{page} links the worker encoded: {html}");
+        for raw in ["worker=w&state=acted", "worker=w&amp;state=acted"] {
+            assert!(!html.contains(raw), "{page} has the raw name in a link: {raw}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn unknown_pages_are_404_not_500() {
     let _serial = serial();

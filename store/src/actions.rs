@@ -23,14 +23,17 @@ pub(crate) const REQUEUE: &str =
      lease_epoch = lease_epoch + 1, attempts = 0, result = NULL, updated_at = $3 \
      WHERE id = $1 AND lease_epoch = $2";
 
-/// `$1` task id, `$2` now, `$3` actor, `$4` reason, `$5` reference.
+/// `$1` task id, `$2` now, `$3` actor, `$4` reason, `$5` reference. `updated_at` is left
+/// alone, here and in [`UNCOMPENSATE`]: it marks status and owner changes (docs/contract.md),
+/// and the overview counts dead tasks by it, so bumping it would count a task that died last
+/// week as newly dead the moment someone compensates it.
 pub(crate) const COMPENSATE: &str = "UPDATE tasks SET compensated_at = $2, compensated_by = $3, \
-     compensation_reason = $4, compensation_ref = $5, updated_at = $2 \
+     compensation_reason = $4, compensation_ref = $5 \
      WHERE id = $1 AND compensated_at IS NULL";
 
-/// `$1` task id, `$2` now.
+/// `$1` task id.
 pub(crate) const UNCOMPENSATE: &str = "UPDATE tasks SET compensated_at = NULL, compensated_by = NULL, \
-     compensation_reason = NULL, compensation_ref = NULL, updated_at = $2 \
+     compensation_reason = NULL, compensation_ref = NULL \
      WHERE id = $1 AND compensated_at IS NOT NULL";
 
 /// The audit row, in the action's transaction. `$1` task, `$2` run, `$3` action, `$4` actor,
@@ -181,7 +184,7 @@ macro_rules! action_methods {
                         .await?
                 }
                 ActionKind::Uncompensate => {
-                    sqlx::query($crate::actions::UNCOMPENSATE).bind(task_id).bind(now).execute(&mut *tx).await?
+                    sqlx::query($crate::actions::UNCOMPENSATE).bind(task_id).execute(&mut *tx).await?
                 }
             }
             .rows_affected();
@@ -272,7 +275,11 @@ macro_rules! action_methods {
             use lastword_core::{BulkOutcome, OperatorAction, RefusalCode};
             let d = &dialect::DIALECT;
             let mut tx = self.pool.begin_with(d.begin_write).await?;
-            let buf = $crate::queries::bulk_selection(d, selection, now, &self.tokens, true);
+            // Read without row locks: the tasks it skips (completed, queued, held by a live
+            // lease) are never locked, so their workers' heartbeats do not wait on us. Each
+            // re-queue below is guarded by the epoch read here and takes its row's lock itself;
+            // a task claimed in between matches zero rows and the whole action rolls back.
+            let buf = $crate::queries::bulk_selection(d, selection, now, &self.tokens, false);
             let query = sqlx::query_as::<_, $crate::rows::TaskRefRow>(&buf.sql);
             let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&mut *tx).await?;
             let preview = lastword_core::action::classify(rows.into_iter().map(Into::into).collect(), selection, request.fence, now);
@@ -305,13 +312,23 @@ macro_rules! action_methods {
                 });
             }
             let count = preview.tasks.len() as i64;
-            if Some(count) != request.expected_count {
+            let count_changed = request.expected_count.is_some_and(|n| n != count);
+            if count_changed || request.preview_token.as_deref() != Some(preview.token.as_str()) {
                 return Ok(BulkOutcome::Refused {
                     code: RefusalCode::PreviewChanged,
                     message: format!(
-                        "this would now re-queue {}, not the {} you confirmed; nothing was done — review the new preview",
+                        "the tasks this selects changed since your preview (it would now re-queue {}); nothing was done — review the new preview",
                         lastword_core::action::count_tasks(count),
-                        request.expected_count.unwrap_or_default()
+                    ),
+                    preview: Some(preview),
+                });
+            }
+            if preview.unsafe_count > 0 && !request.acknowledge_unsafe {
+                return Ok(BulkOutcome::Refused {
+                    code: RefusalCode::UnsafeNotAcknowledged,
+                    message: format!(
+                        "{} of these tasks are unsafe: their effects may run again; confirm with acknowledge_unsafe",
+                        preview.unsafe_count
                     ),
                     preview: Some(preview),
                 });

@@ -19,16 +19,18 @@ pub enum AuditAnswer {
 
 #[cfg(feature = "ssr")]
 mod ssr {
+    use crate::api::ssr::{bad_input, refuse};
     use leptos::prelude::ServerFnError;
 
-    /// The signed-in operator, or why not.
+    /// The signed-in operator, or why not (401 nobody, 403 a viewer).
     pub fn operator() -> Result<lastword_core::Principal, ServerFnError> {
         match crate::auth::current_principal() {
             Some(p) if p.can_act() => Ok(p),
-            Some(p) => {
-                Err(ServerFnError::new(format!("viewer {} may not act; operator role required", p.name)))
-            }
-            None => Err(ServerFnError::new("sign in to act")),
+            Some(p) => Err(refuse(
+                http::StatusCode::FORBIDDEN,
+                format!("viewer {} may not act; operator role required", p.name),
+            )),
+            None => Err(refuse(http::StatusCode::UNAUTHORIZED, "sign in to act")),
         }
     }
 
@@ -42,17 +44,9 @@ mod ssr {
         if let Some(ids) = task_ids {
             return Ok(lastword_core::BulkSelection::Tasks(ids));
         }
-        let pairs: Vec<(String, String)> =
-            super::super::ssr::query_pairs(query.as_deref().unwrap_or_default())
-                .into_iter()
-                .filter(|(k, _)| k != "after" && k != "limit")
-                .collect();
-        let (mut filter, _) = lastword_core::query::parse_run_query(&pairs, now())
-            .map_err(|e| ServerFnError::new(e.to_string()))?;
-        // As the failures page lists: no state and no cause means every failure.
-        if filter.states.is_empty() && filter.causes.is_empty() {
-            filter.states = lastword_core::RunState::failures();
-        }
+        let pairs = super::super::ssr::query_pairs(query.as_deref().unwrap_or_default());
+        let filter =
+            lastword_core::query::parse_bulk_filter(&pairs, now()).map_err(|e| bad_input(e.to_string()))?;
         Ok(lastword_core::BulkSelection::Filter(filter))
     }
 }
@@ -65,13 +59,13 @@ pub async fn act_on_task(
     request: ActionRequest,
 ) -> Result<ActionOutcome, ServerFnError> {
     let actor = ssr::operator()?;
-    let request = request.validate(kind).map_err(|e| ServerFnError::new(e.to_string()))?;
+    let request = request.validate(kind).map_err(|e| super::ssr::bad_input(e.to_string()))?;
     let store = super::ssr::store()?;
     store
         .act(task_id, kind, &request, &actor.name, ssr::now())
         .await
         .map_err(super::ssr::store_error)?
-        .ok_or_else(|| ServerFnError::new(format!("no task {task_id}")))
+        .ok_or_else(|| super::ssr::not_found(format!("no task {task_id}")))
 }
 
 /// What re-queueing every task of the failures page's filter (or of a selection) would do.
@@ -93,7 +87,7 @@ pub async fn bulk_requeue(
     request: BulkRequeueRequest,
 ) -> Result<BulkOutcome, ServerFnError> {
     let actor = ssr::operator()?;
-    let request = request.validate().map_err(|e| ServerFnError::new(e.to_string()))?;
+    let request = request.validate().map_err(|e| super::ssr::bad_input(e.to_string()))?;
     let selection = ssr::selection(query, request.task_ids.clone())?;
     let store = super::ssr::store()?;
     store.bulk_requeue(&selection, &request, &actor.name, ssr::now()).await.map_err(super::ssr::store_error)

@@ -20,13 +20,40 @@ pub(crate) mod ssr {
             .ok_or_else(|| ServerFnError::new("server misconfigured: no store in context"))
     }
 
-    /// Logs the cause chain once, here, and tells the browser only what it can act on.
+    /// A refusal whose answer carries `status` (400 bad input, 401 nobody, 403 a viewer, 404,
+    /// 503 database down) rather than the 500 every server-function error gets by default, so
+    /// scripts, proxies and logs can tell a refusal from a fault. The status is set only on a
+    /// server function's own response: when the same function runs inside a page render, the
+    /// page shows the message and keeps its own status.
+    pub fn refuse(status: http::StatusCode, message: impl Into<String>) -> ServerFnError {
+        let own_call = use_context::<http::request::Parts>()
+            .is_some_and(|parts| parts.uri.path().starts_with("/api/fn/"));
+        if own_call {
+            if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+                response.set_status(status);
+            }
+        }
+        ServerFnError::new(message.into())
+    }
+
+    /// 400: the input is malformed; the message names the parameter.
+    pub fn bad_input(message: impl Into<String>) -> ServerFnError {
+        refuse(http::StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 404: no such thing.
+    pub fn not_found(message: impl Into<String>) -> ServerFnError {
+        refuse(http::StatusCode::NOT_FOUND, message)
+    }
+
+    /// Logs the cause chain once, here, and tells the browser only what it can act on: 503
+    /// while the database is unreachable, 500 for anything else.
     pub fn store_error(e: lastword_store::StoreError) -> ServerFnError {
         tracing::error!(error = %e, "store call failed");
         if e.is_unavailable() {
-            ServerFnError::new("database unavailable")
+            refuse(http::StatusCode::SERVICE_UNAVAILABLE, "database unavailable")
         } else {
-            ServerFnError::new("database error (see server log)")
+            refuse(http::StatusCode::INTERNAL_SERVER_ERROR, "database error (see server log)")
         }
     }
 

@@ -21,8 +21,8 @@ pub async fn get_overview(window: String) -> Result<Overview, ServerFnError> {
     let (_, _, bucket) = WINDOWS
         .iter()
         .find(|(w, _, _)| *w == window)
-        .ok_or_else(|| ServerFnError::new(format!("window: unknown value {window:?}")))?;
-    let age = lastword_core::query::parse_age(&window).ok_or_else(|| ServerFnError::new("window"))?;
+        .ok_or_else(|| super::ssr::bad_input(format!("window: unknown value {window:?}")))?;
+    let age = lastword_core::query::parse_age(&window).ok_or_else(|| super::ssr::bad_input("window"))?;
     let now = lastword_core::read_now();
     let store = super::ssr::store()?;
     store

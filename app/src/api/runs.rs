@@ -16,13 +16,10 @@ pub enum RunsAnswer {
 pub async fn list_failures(query: String) -> Result<RunsAnswer, ServerFnError> {
     let now = lastword_core::read_now();
     let pairs = super::ssr::query_pairs(&query);
-    let (mut filter, page) = match lastword_core::query::parse_run_query(&pairs, now) {
-        Ok(parsed) => parsed,
+    let (filter, page) = match lastword_core::query::parse_run_query(&pairs, now) {
+        Ok((filter, page)) => (filter.failures_unless_narrowed(), page),
         Err(e) => return Ok(RunsAnswer::BadFilter(e)),
     };
-    if filter.states.is_empty() && filter.causes.is_empty() {
-        filter.states = lastword_core::RunState::failures();
-    }
     let store = super::ssr::store()?;
     let (runs, facets) =
         tokio::try_join!(store.list_runs(&filter, &page, now), store.cause_facets(&filter, now))

@@ -26,21 +26,21 @@ pub async fn get_timeline(
     to: Option<DateTime<Utc>>,
 ) -> Result<TimelineData, ServerFnError> {
     if !(1..=MAX_MINUTES).contains(&minutes) {
-        return Err(ServerFnError::new(format!("minutes: between 1 and {MAX_MINUTES}")));
+        return Err(super::ssr::bad_input(format!("minutes: between 1 and {MAX_MINUTES}")));
     }
     let now = lastword_core::read_now();
     let fixed = match (from, to) {
         (None, None) => None,
         (Some(from), Some(to)) => {
             if to <= from {
-                return Err(ServerFnError::new("from: must be before to"));
+                return Err(super::ssr::bad_input("from: must be before to"));
             }
             if to - from > chrono::Duration::minutes(MAX_MINUTES) {
-                return Err(ServerFnError::new(format!("from, to: at most {MAX_MINUTES} minutes apart")));
+                return Err(super::ssr::bad_input(format!("from, to: at most {MAX_MINUTES} minutes apart")));
             }
             Some((from, to))
         }
-        _ => return Err(ServerFnError::new("from, to: give both or neither")),
+        _ => return Err(super::ssr::bad_input("from, to: give both or neither")),
     };
     let (start, end) = fixed.unwrap_or((now - chrono::Duration::minutes(minutes), now));
     let store = super::ssr::store()?;

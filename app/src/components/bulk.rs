@@ -1,7 +1,8 @@
 //! The failures page's bulk re-queue: of the rows an operator ticked, or of every task the
 //! current filter matches. It first shows a preview from the server ("this will re-queue 37
-//! tasks", how many are unsafe, what is skipped and why), then sends the count the operator
-//! confirmed; the server re-checks it in the applying transaction and refuses if it moved.
+//! tasks", how many are unsafe, what is skipped and why), then sends back the preview's token
+//! (naming exactly the tasks and epochs the operator reviewed) and the unsafe acknowledgement;
+//! the server re-checks both in the applying transaction and refuses if the set moved.
 
 use crate::api::actions::{bulk_requeue, requeue_preview};
 use crate::components::actions::new_request_id;
@@ -37,11 +38,13 @@ pub fn BulkRequeuePanel(scope: BulkScope, open: RwSignal<bool>, done: Callback<S
             move |fence| requeue_preview(query.clone(), task_ids.clone(), fence),
         )
     };
-    let apply = Action::new(move |(count, reason, fence): &(i64, String, bool)| {
+    let apply = Action::new(move |confirmed: &Confirmed| {
         let request = BulkRequeueRequest {
-            reason: reason.clone(),
-            expected_count: Some(*count),
-            fence: *fence,
+            reason: confirmed.reason.clone(),
+            expected_count: Some(confirmed.count),
+            preview_token: Some(confirmed.token.clone()),
+            acknowledge_unsafe: confirmed.unsafe_ack,
+            fence: confirmed.fence,
             task_ids: task_ids.clone(),
             request_id: Some(request_id.get_value()),
         };
@@ -84,13 +87,23 @@ pub fn BulkRequeuePanel(scope: BulkScope, open: RwSignal<bool>, done: Callback<S
     }
 }
 
+/// What the operator confirmed: the preview they read and their answers to it.
+#[derive(Clone, Debug)]
+struct Confirmed {
+    token: String,
+    count: i64,
+    reason: String,
+    fence: bool,
+    unsafe_ack: bool,
+}
+
 #[component]
 fn PreviewBody(
     preview: BulkPreview,
     fence: RwSignal<bool>,
     reason: RwSignal<String>,
     unsafe_ack: RwSignal<bool>,
-    apply: Action<(i64, String, bool), Result<BulkOutcome, ServerFnError>>,
+    apply: Action<Confirmed, Result<BulkOutcome, ServerFnError>>,
     open: RwSignal<bool>,
 ) -> impl IntoView {
     let count = preview.tasks.len() as i64;
@@ -111,9 +124,16 @@ fn PreviewBody(
             && (unsafe_count == 0 || unsafe_ack.get())
             && !apply.pending().get()
     };
+    let token = preview.token.clone();
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        apply.dispatch((count, reason.get_untracked(), fence.get_untracked()));
+        apply.dispatch(Confirmed {
+            token: token.clone(),
+            count,
+            reason: reason.get_untracked(),
+            fence: fence.get_untracked(),
+            unsafe_ack: unsafe_ack.get_untracked(),
+        });
     };
     view! {
         <form on:submit=submit>

@@ -10,6 +10,7 @@ use crate::components::time::{relative, use_time_prefs, Time};
 use crate::pages::audit::AuditLine;
 use crate::pages::{error_view, live_version_where, LeaseChecks};
 use chrono::{DateTime, Utc};
+use lastword_core::query::encode_component;
 use lastword_core::{ActionKind, Effect, Run, RunState, TaskDetail};
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -121,7 +122,7 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                     None => view! { <p class="muted">{format!("Not leased (epoch {}).", t.lease_epoch)}</p> }.into_any(),
                     Some(owner) => view! {
                         <dl class="facts">
-                            <div><dt>"Holder"</dt><dd><a href=format!("/failures?worker={owner}&state=running,silent")>{owner.clone()}</a></dd></div>
+                            <div><dt>"Holder"</dt><dd><a href=format!("/failures?worker={}&state=running,silent", encode_component(&owner))>{owner.clone()}</a></dd></div>
                             <div><dt>"Epoch"</dt><dd title="fencing token">{t.lease_epoch}</dd></div>
                             <div>
                                 <dt>"Expires"</dt>
@@ -166,7 +167,7 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                         view! {
                             <tr data-row="" class=format!("row-{}", r.state.as_str())>
                                 <td class="num">{r.lease_epoch}</td>
-                                <td><a href=format!("/failures?worker={}", r.worker)>{r.worker.clone()}</a></td>
+                                <td><a href=format!("/failures?worker={}", encode_component(&r.worker))>{r.worker.clone()}</a></td>
                                 <td><StateBadge state=r.state cause=r.cause /></td>
                                 <td><Time t=r.claimed_at short=true /></td>
                                 <td>{r.finished_at.map(|f| view! { <Time t=f short=true /> })}</td>

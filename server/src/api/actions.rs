@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use lastword_core::action::parse_audit_query;
-use lastword_core::query::parse_run_query;
+use lastword_core::query::parse_bulk_filter;
 use lastword_core::{
     ActionKind, ActionOutcome, ActionRequest, AuditPage, BulkOutcome, BulkPreview, BulkRequeueRequest,
     BulkSelection, ParamError, Principal,
@@ -94,8 +94,8 @@ pub async fn uncompensate(
     act(state, ActionKind::Uncompensate, id, actor, request).await
 }
 
-/// The run filter of a bulk request (the `/api/v1/runs` parameters; paging ignored) and its
-/// `fence` flag.
+/// The run filter of a bulk request (the `/api/v1/runs` parameters, paging ignored, and as on
+/// the failures page no state and no cause means failures only) and its `fence` flag.
 fn bulk_filter(raw: Option<&str>) -> Result<(BulkSelection, bool), ParamError> {
     let mut fence = false;
     let mut pairs = Vec::new();
@@ -108,12 +108,10 @@ fn bulk_filter(raw: Option<&str>) -> Result<(BulkSelection, bool), ParamError> {
                     _ => return Err(ParamError::new("fence", "true or false")),
                 }
             }
-            "after" | "limit" => {}
             _ => pairs.push((k, v)),
         }
     }
-    let (filter, _page) = parse_run_query(&pairs, write_now())?;
-    Ok((BulkSelection::Filter(filter), fence))
+    Ok((BulkSelection::Filter(parse_bulk_filter(&pairs, write_now())?), fence))
 }
 
 /// `GET /api/v1/requeue/preview?<run filter>[&fence=true]`: what a bulk re-queue would do now.

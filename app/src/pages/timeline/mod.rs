@@ -118,7 +118,10 @@ impl TimelineQuery {
         if self.lanes != DEFAULT_LANES {
             pairs.push(("lanes", self.lanes.to_string()));
         }
-        let query: Vec<String> = pairs.into_iter().map(|(k, v)| format!("{k}={}", encode(&v))).collect();
+        let query: Vec<String> = pairs
+            .into_iter()
+            .map(|(k, v)| format!("{k}={}", lastword_core::query::encode_component(&v)))
+            .collect();
         format!("/timeline?{}", query.join("&"))
     }
 
@@ -134,18 +137,6 @@ impl TimelineQuery {
             && (self.kind.is_empty() || item.kind.contains(&self.kind))
             && self.state.is_none_or(|s| s == state)
     }
-}
-
-/// Percent-encodes a query value (RFC 3986 unreserved characters kept).
-fn encode(v: &str) -> String {
-    v.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[component]
