@@ -68,7 +68,7 @@ class Driver:
             assert observed[key] == want, f"{ctx}: {key} (observed {observed})"
 
     def step(self, ctx: str, step: dict[str, Any]) -> None:
-        expect = step.get("expect")
+        expect: Any = step.get("expect")
         do = step["do"]
         if do == "enqueue":
             self.tasks[step["as"]] = self.runner("producer").enqueue(
