@@ -1,18 +1,66 @@
-"""Two pieces of the dashboard, reproduced for the Python tests so they can check what the
-dashboard would conclude from the rows a Python worker wrote:
+"""Pieces of the dashboard for the Python tests, so they check what the dashboard concludes from
+the rows a Python worker wrote:
 
-- `run_state`: a run's state from its columns, a line-by-line port of `core/src/state.rs`
-  (`run_state`); the Rust driver of the same contract plan asks the real one.
+- `dashboard_states`: the dashboard's own SQL twin of `run_state` (`STATE_SQL`, read from
+  `store/src/postgres.rs` and `store/src/sqlite.rs` at test time, not copied), run on the test
+  database exactly as the store's task page runs it. On SQLite it compares the runner's
+  timestamp text with the dashboard's, so a format the dashboard misreads fails here.
+- `run_state`: a line-by-line port of `core/src/state.rs`, for quick checks of one row.
 - `operator_requeue`: the dashboard's re-queue (`store/src/actions.rs`, `REQUEUE` and the audit
   row in one transaction, guarded by the epoch the operator saw), as plain SQL.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from lastword_runner import Tokens, sqlite_time, trim_token
+from lastword_runner._backends import _psycopg_sql
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def rust_string(source: str, name: str) -> str:
+    """The value of `pub const NAME: &str = "…";` in Rust source: escapes and backslash-newline
+    continuations (which drop the newline and the next line's indentation) resolved."""
+    match = re.search(rf'pub const {name}: &str =\s*"((?:[^"\\]|\\.|\\\n)*)"', source, re.S)
+    assert match, f"no {name} in the Rust source"
+    raw, out, i = match.group(1), [], 0
+    escapes = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+    while i < len(raw):
+        if raw[i] == "\\":
+            nxt = raw[i + 1]
+            if nxt == "\n":
+                i += 2
+                while i < len(raw) and raw[i] in " \t\n":
+                    i += 1
+                continue
+            out.append(escapes[nxt])
+            i += 2
+        else:
+            out.append(raw[i])
+            i += 1
+    return "".join(out)
+
+
+@cache
+def state_sql(backend: str) -> str:
+    return rust_string((REPO / "store" / "src" / f"{backend}.rs").read_text(), "STATE_SQL")
+
+
+def dashboard_states(db: Any, task_id: int, now: datetime, tokens: Tokens = Tokens()) -> list[str]:
+    """The state of each run of `task_id` (by epoch), decided by the dashboard's SQL as of `now`."""
+    sql = f"SELECT {state_sql(db.backend)} AS state FROM runs r WHERE r.task_id = $4 ORDER BY r.lease_epoch, r.id"
+    params = [now, trim_token(tokens.no_action), trim_token(tokens.skip), task_id]
+    if db.backend == "sqlite":
+        rows = db.conn.execute(sql, {"1": sqlite_time(now), "2": params[1], "3": params[2], "4": task_id}).fetchall()
+    else:
+        rows = db.conn.execute(_psycopg_sql(sql), {f"p{i}": v for i, v in enumerate(params, start=1)}).fetchall()
+    return [row[0] for row in rows]
 
 ERROR_CAUSES = {"timeout", "api_error", "context_overflow", "crash", "other"}
 

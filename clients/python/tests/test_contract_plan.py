@@ -2,9 +2,10 @@
 on SQLite and on PostgreSQL. The Rust runner runs the same file (`runner/tests/contract_plan.rs`);
 when the two libraries disagree on a case, one of the two suites fails.
 
-Two stand-ins for the dashboard, both in `dashboard.py`: the run state is the port of
-`core/src/state.rs` (the Rust driver asks the dashboard's store itself), and the operator's
-re-queue is the dashboard's statement as SQL (the Rust driver calls the real action).
+The run states are decided by the dashboard's own SQL (`STATE_SQL`, read from the store's
+source) over the rows this library wrote, as the Rust driver's are by the store itself. The
+operator's re-queue is the dashboard's statement as SQL (the Rust driver calls the real action).
+Both live in `dashboard.py`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from conftest import BACKENDS, REPO, Database
-from dashboard import operator_requeue, run_state
+from dashboard import dashboard_states, operator_requeue, run_state
 from lastword_runner import AlreadyFinished, BlankMessage, LostLease, ManualClock, Run, Runner, Tokens
 
 PLAN_PATH = REPO / "contract" / "cases.json"
@@ -148,11 +149,14 @@ class Driver:
         elif do == "check_runs":
             runs = self.db.runs(self.tasks[step["task"]])
             assert len(runs) == len(expect), f"{ctx}: number of runs ({runs})"
-            for i, (r, want) in enumerate(zip(runs, expect)):
+            # The dashboard's SQL decides the state; the Rust port must agree with it.
+            states = dashboard_states(self.db, self.tasks[step["task"]], self.clock.now(), self.tokens)
+            assert states == [run_state(r, self.clock.now(), self.tokens)[0] for r in runs], ctx
+            for i, (r, want, state) in enumerate(zip(runs, expect, states)):
                 observed = {k: r[k] for k in ("worker", "lease_epoch", "output", "error", "error_detail", "completion_rows")}
                 observed["lease"] = r["id"]
                 observed.update({k: self.offset(r[k]) for k in ("claimed_at", "lease_expires_at", "heartbeat_at", "finished_at")})
-                observed["state"] = run_state(r, self.clock.now(), self.tokens)[0]
+                observed["state"] = state
                 self.check(f"{ctx}, run {i}", want, observed)
         elif do == "check_effects":
             effects = self.db.effects(self.tasks[step["task"]])

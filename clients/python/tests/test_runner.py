@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from conftest import Database
-from dashboard import operator_requeue, run_state
+from dashboard import dashboard_states, operator_requeue, run_state
 from lastword_runner import (
     AlreadyFinished,
     AsyncRunner,
@@ -387,3 +387,19 @@ def test_the_async_runner_writes_the_same_rows(db: Database, clock: ManualClock)
         assert db.runs(second)[0]["error"] == "timeout"
 
     asyncio.run(main())
+
+
+def test_the_dashboards_own_sql_reads_the_lease_to_the_microsecond(db: Database, clock: ManualClock) -> None:
+    # SQLite compares the runner's timestamp text with the dashboard's: one character of format
+    # drift and "running" and "silent" swap near the boundary.
+    w1 = runner(db, clock)
+    task_id = w1.enqueue("reply_to_mention")
+    run = w1.claim()
+    assert run is not None
+    assert dashboard_states(db, task_id, T0 + LEASE - timedelta(microseconds=1)) == ["running"]
+    assert dashboard_states(db, task_id, T0 + LEASE) == ["silent"]
+    clock.advance(secs(10))
+    run.heartbeat()
+    assert dashboard_states(db, task_id, T0 + LEASE) == ["running"]
+    assert run.acted(" no action needed\n").accepted
+    assert dashboard_states(db, task_id, clock.now()) == ["no_action"]

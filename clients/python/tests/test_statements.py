@@ -37,9 +37,11 @@ def test_statements_match_the_rust_runner() -> None:
 
 
 def test_the_contract_document_quotes_every_statement() -> None:
-    document = (REPO / "docs" / "contract.md").read_text()
+    # White space aside, as the Rust runner's own check reads it.
+    squash = " ".join
+    document = squash((REPO / "docs" / "contract.md").read_text().split())
     for name, text in ALL.items():
-        assert text in document, f"{name} is not quoted verbatim in docs/contract.md"
+        assert squash(text.split()) in document, f"{name} is not quoted in docs/contract.md"
 
 
 @pytest.mark.parametrize(
