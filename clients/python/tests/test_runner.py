@@ -403,3 +403,39 @@ def test_the_dashboards_own_sql_reads_the_lease_to_the_microsecond(db: Database,
     assert dashboard_states(db, task_id, T0 + LEASE) == ["running"]
     assert run.acted(" no action needed\n").accepted
     assert dashboard_states(db, task_id, clock.now()) == ["no_action"]
+
+
+def test_the_async_with_block_follows_the_same_rules(db: Database, clock: ManualClock) -> None:
+    async def main() -> list[tuple[str | None, str | None, int | None]]:
+        async with AsyncRunner(db.dsn, worker="a1", lease=LEASE, clock=clock) as a1, \
+                AsyncRunner(db.dsn, worker="a2", lease=LEASE, clock=clock) as a2:
+            # One attempt each (a failure is final), but the last may be re-claimed.
+            ids = [await a1.enqueue("reply_to_mention", max_attempts=1 if i < 3 else 3) for i in range(4)]
+            run = await a1.claim()
+            assert run is not None
+            async with run:
+                pass  # no terminal call
+            run = await a1.claim()
+            assert run is not None
+            async with run:
+                raise RunFailed("api_error", "529 Overloaded")
+            run = await a1.claim()
+            assert run is not None
+            with pytest.raises(Boom):
+                async with run:
+                    raise Boom("tool sandbox exited")
+            run = await a1.claim()
+            assert run is not None
+            async with run:
+                clock.advance(LEASE)
+                assert (await a2.claim()) is not None
+                await run.heartbeat()
+            assert run.finished is not None and run.finished.holder == "a2"
+            return [(r["error"], r["error_detail"], r["completion_rows"]) for i in ids for r in db.runs(i)[:1]]
+
+    assert asyncio.run(main()) == [
+        ("other", "the run's block ended without acted(), no_action(), skip() or fail()", 1),
+        ("api_error", "529 Overloaded", 1),
+        ("crash", "Boom: tool sandbox exited", 1),
+        ("other", "stopped: lost the lease at a heartbeat (now held by a2 under epoch 2)", 0),
+    ]
