@@ -29,6 +29,7 @@ from lastword_runner import (
     TaskStatus,
     Tokens,
     enqueue,
+    is_transient,
 )
 
 LEASE = timedelta(seconds=30)
@@ -439,3 +440,37 @@ def test_the_async_with_block_follows_the_same_rules(db: Database, clock: Manual
         ("crash", "Boom: tool sandbox exited", 1),
         ("other", "stopped: lost the lease at a heartbeat (now held by a2 under epoch 2)", 0),
     ]
+
+
+def test_lock_contention_and_lost_connections_are_transient(db: Database, clock: ManualClock) -> None:
+    w1 = runner(db, clock)
+    w1.enqueue("reply_to_mention")
+    if db.backend == "sqlite":
+        # A writer that will not wait: the error a busy database gives a runner past its timeout.
+        path = db.dsn.removeprefix("sqlite:")
+        holder = sqlite3.connect(path, isolation_level=None)
+        impatient = sqlite3.connect(path, isolation_level=None, timeout=0)
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError) as busy:
+            impatient.execute("BEGIN IMMEDIATE")
+        holder.execute("ROLLBACK")
+        assert is_transient(busy.value)
+        with pytest.raises(sqlite3.OperationalError) as bad:
+            impatient.execute("SELECT * FROM no_such_table")
+        assert not is_transient(bad.value)
+        holder.close()
+        impatient.close()
+    else:
+        # The server ends the runner's session (an admin, a failover): transient, and the runner
+        # reconnects on its next move.
+        assert w1.claim() is not None
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ? "
+                   "AND datname = current_database()",
+                   "lastword-runner-python")
+        with pytest.raises(psycopg.OperationalError) as dropped:
+            w1.enqueue("reply_to_mention")
+        assert is_transient(dropped.value)
+        w1.enqueue("reply_to_mention")
+        with pytest.raises(psycopg.errors.UndefinedTable) as undefined:
+            db.execute("SELECT * FROM no_such_table")
+        assert not is_transient(undefined.value)

@@ -13,7 +13,7 @@ crate `lastword-runner`, so the dashboard reads a Python fleet like any other (d
 """
 
 from ._async import AsyncRun, AsyncRunner
-from ._backends import sqlite_time
+from ._backends import is_transient, sqlite_time
 from ._clock import Clock, ManualClock, SystemClock
 from ._dsn import Target, parse_dsn
 from ._runner import Run, Runner, enqueue
@@ -57,6 +57,7 @@ __all__ = [
     "TaskStatus",
     "Tokens",
     "enqueue",
+    "is_transient",
     "parse_dsn",
     "sqlite_time",
     "trim_token",

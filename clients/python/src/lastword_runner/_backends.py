@@ -132,6 +132,9 @@ def _psycopg_params(statement: Statement) -> dict[str, Any]:
 
 
 APPLICATION_NAME = "lastword-runner-python"
+# The settings the Rust store gives every PostgreSQL session (`PG_SESSION_SETTINGS`): no JIT for
+# short index lookups.
+SESSION_OPTIONS = "-c jit=off"
 
 
 class PostgresBackend:
@@ -150,7 +153,9 @@ class PostgresBackend:
         self._lock = threading.Lock()
 
     def _connect(self) -> Any:
-        return self._psycopg.connect(self._url, autocommit=True, application_name=APPLICATION_NAME)
+        return self._psycopg.connect(
+            self._url, autocommit=True, application_name=APPLICATION_NAME, options=SESSION_OPTIONS
+        )
 
     def run(self, move: Move[T]) -> T:
         with self._lock:
@@ -199,7 +204,7 @@ class AsyncPostgresBackend:
         async with self._lock:
             if self._conn is None or self._conn.closed:
                 self._conn = await self._psycopg.AsyncConnection.connect(
-                    self._url, autocommit=True, application_name=APPLICATION_NAME
+                    self._url, autocommit=True, application_name=APPLICATION_NAME, options=SESSION_OPTIONS
                 )
             async with self._conn.transaction():
                 return await drive_async(move, self._execute)
@@ -234,3 +239,28 @@ def open_async_backend(target: Target) -> AsyncBackend:
     if target.backend == "postgres":
         return AsyncPostgresBackend(target.location)
     return AsyncSqliteBackend(target.location)
+
+
+# SQLSTATEs worth retrying as they are (the Rust runner's `is_transient`): serialization failure,
+# deadlock, lock not available, admin shutdown, connection exceptions.
+TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57P01", "08000", "08003", "08006"})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for database failures worth retrying as they are: lock contention (SQLite busy or
+    locked, PostgreSQL serialization failures, deadlocks) or a dropped connection. Every move
+    rolls back on error, so retrying the same call is safe."""
+    if isinstance(exc, sqlite3.OperationalError):
+        code = getattr(exc, "sqlite_errorcode", None)
+        # The primary result code is the extended code's low byte: 5 BUSY, 6 LOCKED.
+        return code is not None and code & 0xFF in (5, 6)
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    if isinstance(exc, psycopg.Error):
+        if exc.sqlstate is None:
+            # No answer from the server at all: the connection is gone (replaced on the next move).
+            return isinstance(exc, psycopg.OperationalError)
+        return exc.sqlstate in TRANSIENT_SQLSTATES
+    return False

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from . import _sql
-from ._vocab import AlreadyFinished, EffectRecorded, Finish, TaskMissing, TaskStatus
+from ._vocab import AlreadyFinished, EffectRecorded, Finish, Safety, Source, TaskMissing, TaskStatus
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,12 @@ def claim(
         taken = yield Statement(_sql.CLAIM_TAKE, (task_id, worker, expires, now))
         epoch, kind, source, safety, payload, attempts, max_attempts = taken.rows[0]
         run = yield Statement(_sql.CLAIM_RUN, (task_id, worker, epoch, now, expires))
+        # Read before the commit, as the Rust runner does: a row outside the vocabulary (written
+        # by something else) rolls the claim back instead of leaving a lease nobody works.
+        try:
+            Source(source), Safety(safety)
+        except ValueError as e:
+            raise ValueError(f"task {task_id}: {e}") from None
         if backend == "sqlite":
             payload = json.loads(payload)
         return Claimed(
