@@ -474,3 +474,29 @@ def test_lock_contention_and_lost_connections_are_transient(db: Database, clock:
         with pytest.raises(psycopg.errors.UndefinedTable) as undefined:
             db.execute("SELECT * FROM no_such_table")
         assert not is_transient(undefined.value)
+
+
+def test_concurrent_workers_never_claim_the_same_task(db: Database) -> None:
+    # Real contention, the wall clock: SKIP LOCKED on PostgreSQL, the write lock on SQLite.
+    producer = Runner(db.dsn, worker="producer")
+    ids = {producer.enqueue("reply_to_mention") for _ in range(60)}
+    producer.close()
+    taken: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def work(worker: str) -> None:
+        with Runner(db.dsn, worker=worker, lease=secs(60)) as w:
+            while (run := w.claim()) is not None:
+                with run:
+                    run.acted(f"done by {worker}")
+                with lock:
+                    taken.append((worker, run.task_id))
+
+    threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(task for _, task in taken) == sorted(ids), "every task once, none twice"
+    assert db.count("runs") == 60
+    assert {r[0] for r in db.raw("SELECT DISTINCT completion_rows FROM runs")} == {1}
