@@ -86,6 +86,19 @@ pub struct ActionRequest {
 /// Trims, then checks: reason present and not too long, reference and request id bounded,
 /// the epoch present for a re-queue. A failure names the field (400).
 impl ActionRequest {
+    /// What the audit trail keeps of a request that was refused before validation (a viewer's
+    /// attempt): its text trimmed and cut to the lengths a valid request may have, so a refused
+    /// request cannot write more than an accepted one.
+    pub fn as_recorded_refusal(&self) -> ActionRequest {
+        let cut = |s: &str, max: usize| s.trim().chars().take(max).collect::<String>();
+        ActionRequest {
+            reason: cut(&self.reason, MAX_REASON),
+            reference: self.reference.as_deref().map(|r| cut(r, MAX_REFERENCE)),
+            request_id: None,
+            ..self.clone()
+        }
+    }
+
     pub fn validate(mut self, kind: ActionKind) -> Result<ActionRequest, ParamError> {
         self.reason = self.reason.trim().to_string();
         if self.reason.is_empty() {
@@ -258,6 +271,16 @@ pub struct BulkPreview {
     /// merely as large. See [`preview_token`].
     #[serde(default)]
     pub token: String,
+}
+
+/// `operator_actions.outcome` of an applied action.
+pub const APPLIED: &str = "applied";
+/// `operator_actions.outcome` of a refused attempt starts with this, then the refusal code.
+pub const REFUSED_PREFIX: &str = "refused:";
+
+/// The `outcome` recorded for a refusal with `code`.
+pub fn refused_outcome(code: &str) -> String {
+    format!("{REFUSED_PREFIX}{code}")
 }
 
 /// The token of a preview's set: FNV-1a (64 bits, hex) over the sorted `id:epoch` pairs and
@@ -604,6 +627,8 @@ impl Decision<'_> {
 pub struct AuditFilter {
     pub actor: Option<String>,
     pub action: Option<ActionKind>,
+    /// `Some(true)`: applied actions only; `Some(false)`: refused attempts only.
+    pub applied: Option<bool>,
     pub task_id: Option<i64>,
     pub since: Option<DateTime<Utc>>,
     pub until: Option<DateTime<Utc>>,
@@ -635,6 +660,13 @@ pub fn parse_audit_query(
                 filter.action = Some(ActionKind::parse(v).ok_or_else(|| {
                     ParamError::new("action", format!("{v:?} is not requeue, compensate or uncompensate"))
                 })?)
+            }
+            "outcome" => {
+                filter.applied = Some(match v {
+                    "applied" => true,
+                    "refused" => false,
+                    _ => return Err(ParamError::new("outcome", format!("{v:?} is not applied or refused"))),
+                })
             }
             "task" => {
                 filter.task_id = Some(
@@ -769,6 +801,7 @@ mod tests {
             outcome: "applied".into(),
             request_id: None,
             created_at: t0(),
+            via: Some("session".into()),
         };
         let msg = explain_change(5, None, &now, Some(&run("w1", 5)), Some(&action));
         assert_eq!(msg, "re-queued by alice at 2026-11-30 03:12:05 UTC, epoch 5 → 6; it is queued now");

@@ -53,6 +53,39 @@ impl Principal {
     pub fn can_act(&self) -> bool {
         self.role >= Role::Operator
     }
+
+    /// This principal as the audit trail records them.
+    pub fn actor(&self) -> Actor {
+        let via = if self.via == "token" { format!("token:{}", self.name) } else { self.via.clone() };
+        Actor { name: self.name.clone(), via }
+    }
+}
+
+/// Who did (or tried) an operator action and how they signed in: what one audit row records
+/// in `actor` and `via` (`session`, `token:<name>`, `proxy`, `cli`, `local`). An on-call review
+/// asks "who tried what, from where": a token, a browser session and a shell are different
+/// stories even under one name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    pub name: String,
+    pub via: String,
+}
+
+impl Actor {
+    pub fn new(name: impl Into<String>, via: impl Into<String>) -> Actor {
+        Actor { name: name.into(), via: via.into() }
+    }
+
+    /// Someone acting from the command line (`lastword requeue …`, `lastword compensate …`).
+    pub fn cli(name: impl Into<String>) -> Actor {
+        Actor::new(name, "cli")
+    }
+}
+
+impl std::fmt::Display for Actor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ pub use action::{
     ActionKind, ActionOutcome, ActionRequest, AuditFilter, AuditPage, BulkOutcome, BulkPreview,
     BulkRequeueRequest, BulkSelection, Refusal, RefusalCode, TaskRef,
 };
-pub use auth::{Principal, Role};
+pub use auth::{Actor, Principal, Role};
 pub use change::Change;
 pub use clock::{read_now, write_now};
 pub use model::*;

@@ -141,10 +141,23 @@ pub struct OperatorAction {
     pub epoch_after: Option<i64>,
     /// The task's status when the action was applied.
     pub status_seen: Option<String>,
+    /// `applied`, or `refused:<code>` for an attempt that changed nothing (a stale view, a
+    /// viewer's 403, …): the trail answers "who tried what", not only "what applied".
     pub outcome: String,
     /// The client's idempotency key, if it sent one.
     pub request_id: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// How the actor signed in: `session`, `token:<name>`, `proxy`, `cli` or `local` (none on
+    /// rows from before this was recorded).
+    #[serde(default)]
+    pub via: Option<String>,
+}
+
+impl OperatorAction {
+    /// The refusal code if this entry records a refused attempt.
+    pub fn refused(&self) -> Option<&str> {
+        self.outcome.strip_prefix(crate::action::REFUSED_PREFIX)
+    }
 }
 
 /// Rows of the contract tables, for the overview's "All time". Exact while a table is small;

@@ -133,8 +133,12 @@ test("a viewer sees no action buttons and the API refuses", async ({ page }) => 
   });
   expect(answer.status()).toBe(403);
   expect((await answer.json()).error).toBe("forbidden");
-  const audit = await page.request.get(`${usersURL}/api/v1/audit?actor=vera`);
-  expect((await audit.json()).actions).toEqual([]);
+  // Nothing applied, but the attempt is on the record: who, how signed in, refused why.
+  const applied = await page.request.get(`${usersURL}/api/v1/audit?actor=vera&outcome=applied`);
+  expect((await applied.json()).actions).toEqual([]);
+  const tried = (await (await page.request.get(`${usersURL}/api/v1/audit?actor=vera`)).json()).actions;
+  expect(tried).toHaveLength(1);
+  expect(tried[0]).toMatchObject({ task_id: Number(id), outcome: "refused:forbidden", via: "session", reason: "viewer tries" });
 });
 
 test("an operator signed in on the users server sees the actions; logged out, the API says 401", async ({ page }) => {

@@ -7,13 +7,13 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use lastword_core::action::BULK_MAX;
 use lastword_core::{
-    ActionKind, ActionOutcome, ActionRequest, AuditFilter, BulkOutcome, BulkRequeueRequest, BulkSelection,
-    Cause, ErrorCause, PageRequest, RefusalCode, RunFilter, Safety, Source, Task, Tokens,
+    ActionKind, ActionOutcome, ActionRequest, Actor, AuditFilter, BulkOutcome, BulkRequeueRequest,
+    BulkSelection, Cause, ErrorCause, PageRequest, RefusalCode, RunFilter, Safety, Source, Task, Tokens,
 };
 use lastword_runner::{
     enqueue, ActionMessage, Finish, Heartbeat, Lease, ManualClock, Outcome, Runner, RunnerConfig,
 };
-use lastword_store::testing::scalar;
+use lastword_store::testing::{exec, scalar};
 use lastword_store::{store_for, Db, NewTask, Store};
 use std::sync::Arc;
 
@@ -67,13 +67,30 @@ impl Fixture {
         self.store.task(id).await.unwrap().unwrap()
     }
 
+    /// Applied actions in the audit trail (refused attempts are counted by [`Self::refusals`]).
     async fn audit_count(&self) -> i64 {
-        scalar(&self.db, "SELECT COUNT(*) FROM operator_actions", &[]).await
+        scalar(&self.db, "SELECT COUNT(*) FROM operator_actions WHERE outcome = 'applied'", &[]).await
+    }
+
+    /// The applied actions on `id`, newest first.
+    async fn applied_actions(&self, id: i64) -> Vec<lastword_core::OperatorAction> {
+        self.store.task_actions(id).await.unwrap().into_iter().filter(|a| a.refused().is_none()).collect()
+    }
+
+    /// The outcomes of refused attempts on `id`, oldest first.
+    async fn refusals(&self, id: i64) -> Vec<String> {
+        let mut trail = self.store.task_actions(id).await.unwrap();
+        trail.reverse();
+        trail.into_iter().filter(|a| a.refused().is_some()).map(|a| a.outcome).collect()
     }
 
     async fn act(&self, id: i64, kind: ActionKind, request: ActionRequest, actor: &str) -> ActionOutcome {
         let request = request.validate(kind).expect("a valid request");
-        self.store.act(id, kind, &request, actor, self.now()).await.unwrap().expect("the task exists")
+        self.store
+            .act(id, kind, &request, &Actor::new(actor, "session"), self.now())
+            .await
+            .unwrap()
+            .expect("the task exists")
     }
 
     /// A task that failed once with a timeout and is dead (max_attempts 1).
@@ -167,7 +184,8 @@ async fn requeue_of_a_live_lease_is_refused_unless_fenced_and_fencing_rejects_th
     assert_eq!((action.epoch_seen, action.epoch_after), (Some(1), Some(2)));
     assert_eq!((action.status_seen.as_deref(), action.outcome.as_str()), (Some("leased"), "applied"));
     assert_eq!(action.created_at, f.now());
-    assert_eq!(f.store.task_actions(id).await.unwrap(), vec![action]);
+    assert_eq!(f.applied_actions(id).await, vec![action]);
+    assert_eq!(f.refusals(id).await, vec!["refused:lease_live"], "the unfenced attempt before it");
 
     // The fenced worker's heartbeat and final write now match zero rows.
     assert_eq!(w1.heartbeat(&mut lease).await.unwrap(), Heartbeat::Lost { holder: None, epoch: 2 });
@@ -204,6 +222,15 @@ async fn a_stale_view_is_refused_with_what_changed_and_nothing_changes(db: Db) {
     assert_eq!(task, before, "the refusal shows the current task");
     assert_eq!(f.row(id).await, before, "nothing changed");
     assert_eq!(f.audit_count().await, 0, "a refusal is not an applied action");
+    // …but the attempt is on the record, with who tried, how they signed in and what they saw.
+    assert_eq!(f.refusals(id).await, vec!["refused:changed"]);
+    let tried = f.store.task_actions(id).await.unwrap().remove(0);
+    assert_eq!((tried.actor.as_str(), tried.via.as_deref()), ("alice", Some("session")));
+    assert_eq!(
+        (tried.epoch_seen, tried.epoch_after, tried.status_seen.as_deref()),
+        (Some(1), Some(2), Some("leased"))
+    );
+    assert_eq!(tried.reason, "stuck behind a dead API");
 
     // Same epoch, other status: also refused.
     w2.finish(lease2, Outcome::NoActionNeeded).await.unwrap();
@@ -294,8 +321,21 @@ async fn compensation_is_recorded_leaves_attention_and_can_be_undone(db: Db) {
     let (code, _, _) = refusal(f.act(id, ActionKind::Uncompensate, undo, "bob").await);
     assert_eq!(code, RefusalCode::NotCompensated);
 
-    let trail: Vec<String> = f.store.task_actions(id).await.unwrap().into_iter().map(|a| a.action).collect();
-    assert_eq!(trail, vec!["uncompensate", "compensate"], "newest first, refusals not recorded");
+    let trail: Vec<String> = f
+        .store
+        .task_actions(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.refused().is_none())
+        .map(|a| a.action)
+        .collect();
+    assert_eq!(trail, vec!["uncompensate", "compensate"], "newest first");
+    assert_eq!(
+        f.refusals(id).await,
+        vec!["refused:already_compensated", "refused:not_compensated"],
+        "and every refused attempt recorded"
+    );
 
     // A stale epoch on a compensation is refused too.
     let stale = ActionRequest { reason: "x".into(), expected_epoch: Some(1), ..Default::default() };
@@ -341,6 +381,43 @@ async fn compensating_an_old_dead_task_does_not_count_it_as_newly_dead(db: Db) {
     assert_eq!(dead_in_last_hour(&f).await, 0, "nor does undoing it");
 }
 
+/// Deleting a task (by hand, or someone else's retention job) does not erase its audit: the
+/// rows stay, with the task id they were about and how each actor signed in.
+async fn the_audit_of_a_deleted_task_survives_with_its_task_id(db: Db) {
+    let f = Fixture::new(db);
+    let id = f.dead_task("w1").await;
+    applied(f.act(id, ActionKind::Requeue, requeue(1), "alice").await);
+    refusal(f.act(id, ActionKind::Requeue, requeue(2), "bob").await);
+    assert_eq!(exec(&f.db, "DELETE FROM tasks WHERE id = $1", &[id.into()]).await, 1);
+    assert!(f.store.task(id).await.unwrap().is_none(), "the task is gone");
+    let filter = AuditFilter { task_id: Some(id), ..Default::default() };
+    let page = f.store.audit(&filter, &PageRequest::default()).await.unwrap();
+    let kept: Vec<(i64, &str, &str, Option<&str>)> = page
+        .actions
+        .iter()
+        .map(|a| (a.task_id, a.actor.as_str(), a.outcome.as_str(), a.via.as_deref()))
+        .collect();
+    assert_eq!(
+        kept,
+        vec![
+            (id, "bob", "refused:already_queued", Some("session")),
+            (id, "alice", "applied", Some("session"))
+        ]
+    );
+    assert!(
+        page.actions.iter().all(|a| a.run_id.is_none()),
+        "its runs went with it; the ids they had are gone"
+    );
+    // Only refusals, or only applied actions, on request.
+    let refused = AuditFilter { applied: Some(false), ..filter.clone() };
+    assert_eq!(f.store.audit(&refused, &PageRequest::default()).await.unwrap().actions.len(), 1);
+    let applied_only = AuditFilter { applied: Some(true), ..filter };
+    assert_eq!(
+        f.store.audit(&applied_only, &PageRequest::default()).await.unwrap().actions[0].actor,
+        "alice"
+    );
+}
+
 async fn many_operators_at_once_apply_exactly_once_per_epoch(db: Db) {
     let f = Fixture::new(db);
     let id = f.dead_task("w1").await;
@@ -352,7 +429,11 @@ async fn many_operators_at_once_apply_exactly_once_per_epoch(db: Db) {
         handles.push(tokio::spawn(async move {
             let request = ActionRequest { reason: format!("retry from operator {n}"), ..requeue(1) };
             let request = request.validate(ActionKind::Requeue).unwrap();
-            store.act(id, ActionKind::Requeue, &request, &format!("op{n}"), now).await.unwrap().unwrap()
+            store
+                .act(id, ActionKind::Requeue, &request, &Actor::new(format!("op{n}"), "session"), now)
+                .await
+                .unwrap()
+                .unwrap()
         }));
     }
     let mut applied_by = Vec::new();
@@ -365,7 +446,7 @@ async fn many_operators_at_once_apply_exactly_once_per_epoch(db: Db) {
     }
     assert_eq!(applied_by.len(), 1, "exactly one re-queue applies: {applied_by:?}");
     assert_eq!(f.row(id).await.lease_epoch, 2);
-    let audit = f.store.task_actions(id).await.unwrap();
+    let audit = f.applied_actions(id).await;
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].actor, applied_by[0], "the audit holds exactly the applied one");
 
@@ -382,7 +463,11 @@ async fn many_operators_at_once_apply_exactly_once_per_epoch(db: Db) {
                 ..Default::default()
             };
             let request = request.validate(ActionKind::Compensate).unwrap();
-            store.act(twice, ActionKind::Compensate, &request, &format!("op{n}"), now).await.unwrap().unwrap()
+            store
+                .act(twice, ActionKind::Compensate, &request, &Actor::new(format!("op{n}"), "session"), now)
+                .await
+                .unwrap()
+                .unwrap()
         }));
     }
     let mut applied_count = 0;
@@ -394,7 +479,8 @@ async fn many_operators_at_once_apply_exactly_once_per_epoch(db: Db) {
         }
     }
     assert_eq!(applied_count, 1);
-    let audit = f.store.task_actions(twice).await.unwrap();
+    let audit: Vec<_> =
+        f.store.task_actions(twice).await.unwrap().into_iter().filter(|a| a.refused().is_none()).collect();
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert_eq!(f.row(twice).await.compensated_by, Some(audit[0].actor.clone()));
 }
@@ -438,7 +524,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     }
     .validate()
     .unwrap();
-    match f.store.bulk_requeue(&timeouts, &stale, "alice", f.now()).await.unwrap() {
+    match f.store.bulk_requeue(&timeouts, &stale, &Actor::new("alice", "session"), f.now()).await.unwrap() {
         BulkOutcome::Refused { code, message, preview } => {
             assert_eq!(code, RefusalCode::PreviewChanged);
             assert!(message.contains("would now re-queue 3 tasks"), "{message}");
@@ -463,7 +549,12 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     assert_eq!(again.tasks.len(), preview.tasks.len(), "as many tasks as before");
     assert_ne!(again.token, preview.token);
     let same_count = BulkRequeueRequest { expected_count: Some(3), ..stale.clone() };
-    match f.store.bulk_requeue(&timeouts, &same_count, "alice", f.now()).await.unwrap() {
+    match f
+        .store
+        .bulk_requeue(&timeouts, &same_count, &Actor::new("alice", "session"), f.now())
+        .await
+        .unwrap()
+    {
         BulkOutcome::Refused { code, .. } => assert_eq!(code, RefusalCode::PreviewChanged),
         other => panic!("{other:?}"),
     }
@@ -472,7 +563,12 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
 
     let confirmed =
         BulkRequeueRequest { expected_count: Some(3), preview_token: Some(again.token.clone()), ..stale };
-    let actions = match f.store.bulk_requeue(&timeouts, &confirmed, "alice", f.now()).await.unwrap() {
+    let actions = match f
+        .store
+        .bulk_requeue(&timeouts, &confirmed, &Actor::new("alice", "session"), f.now())
+        .await
+        .unwrap()
+    {
         BulkOutcome::Applied { actions } => actions,
         other => panic!("{other:?}"),
     };
@@ -489,7 +585,8 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     }
     assert_eq!(f.row(live).await.status, "leased", "the live lease was not fenced");
     // Sent again (a retry): replayed, nothing applied twice.
-    match f.store.bulk_requeue(&timeouts, &confirmed, "alice", f.now()).await.unwrap() {
+    match f.store.bulk_requeue(&timeouts, &confirmed, &Actor::new("alice", "session"), f.now()).await.unwrap()
+    {
         BulkOutcome::Replayed { actions: again } => assert_eq!(again, actions),
         other => panic!("{other:?}"),
     }
@@ -512,7 +609,12 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
         fence: true,
         ..Default::default()
     };
-    match f.store.bulk_requeue(&selection, &request.validate().unwrap(), "bob", f.now()).await.unwrap() {
+    match f
+        .store
+        .bulk_requeue(&selection, &request.validate().unwrap(), &Actor::new("bob", "token:bob"), f.now())
+        .await
+        .unwrap()
+    {
         BulkOutcome::Applied { actions } => assert_eq!(actions.len(), 1),
         other => panic!("{other:?}"),
     }
@@ -534,7 +636,12 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     }
     .validate()
     .unwrap();
-    match f.store.bulk_requeue(&selection, &unacknowledged, "bob", f.now()).await.unwrap() {
+    match f
+        .store
+        .bulk_requeue(&selection, &unacknowledged, &Actor::new("bob", "token:bob"), f.now())
+        .await
+        .unwrap()
+    {
         BulkOutcome::Refused { code, message, .. } => {
             assert_eq!(code, RefusalCode::UnsafeNotAcknowledged);
             assert!(message.contains("unsafe"), "{message}");
@@ -543,7 +650,12 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     }
     assert_eq!(f.row(risky).await.status, "dead", "nothing applied");
     let acknowledged = BulkRequeueRequest { acknowledge_unsafe: true, ..unacknowledged };
-    match f.store.bulk_requeue(&selection, &acknowledged, "bob", f.now()).await.unwrap() {
+    match f
+        .store
+        .bulk_requeue(&selection, &acknowledged, &Actor::new("bob", "token:bob"), f.now())
+        .await
+        .unwrap()
+    {
         BulkOutcome::Applied { actions } => assert_eq!(actions.len(), 1),
         other => panic!("{other:?}"),
     }
@@ -604,6 +716,7 @@ lastword_store::on_every_backend!(
     a_double_submission_applies_once,
     compensation_is_recorded_leaves_attention_and_can_be_undone,
     compensating_an_old_dead_task_does_not_count_it_as_newly_dead,
+    the_audit_of_a_deleted_task_survives_with_its_task_id,
     many_operators_at_once_apply_exactly_once_per_epoch,
     bulk_requeue_applies_the_previewed_set_once,
     a_filter_selecting_too_many_tasks_is_refused,

@@ -68,7 +68,10 @@ async fn a_500_task_bulk_requeue_leaves_live_workers_heartbeating(db: Db, backen
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     let started = Instant::now();
-    let outcome = store.bulk_requeue(&selection, &request, "alice", Utc::now()).await.unwrap();
+    let outcome = store
+        .bulk_requeue(&selection, &request, &lastword_core::Actor::new("alice", "session"), Utc::now())
+        .await
+        .unwrap();
     let took = started.elapsed();
     tokio::time::sleep(Duration::from_millis(50)).await;
     stop.store(true, Ordering::SeqCst);

@@ -265,7 +265,13 @@ impl Driver {
                 .expect("a valid request");
                 let outcome = self
                     .store
-                    .act(id, ActionKind::Requeue, &request, "operator", self.now())
+                    .act(
+                        id,
+                        ActionKind::Requeue,
+                        &request,
+                        &lastword_core::Actor::new("operator", "local"),
+                        self.now(),
+                    )
                     .await
                     .expect("requeue")
                     .expect("the task exists");

@@ -12,7 +12,7 @@ use clap::Args;
 use lastword_core::action::{count_tasks, fmt_time, parse_audit_query};
 use lastword_core::query::parse_bulk_filter;
 use lastword_core::{
-    ActionKind, ActionOutcome, ActionRequest, BulkOutcome, BulkRequeueRequest, BulkSelection,
+    ActionKind, ActionOutcome, ActionRequest, Actor, BulkOutcome, BulkRequeueRequest, BulkSelection,
 };
 use lastword_store::Store;
 use std::process::ExitCode;
@@ -31,11 +31,13 @@ pub struct ActorArgs {
 }
 
 impl ActorArgs {
-    fn actor(&self) -> String {
-        self.actor.clone().filter(|a| !a.trim().is_empty()).unwrap_or_else(|| {
+    /// The actor, recorded with `via` `cli` (this command does not sign in: whoever can reach
+    /// the database can act, and the audit says it came from a shell).
+    fn actor(&self) -> Actor {
+        Actor::cli(self.actor.clone().filter(|a| !a.trim().is_empty()).unwrap_or_else(|| {
             let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME"));
             format!("cli:{}", user.unwrap_or_else(|_| "unknown".to_string()))
-        })
+        }))
     }
 }
 

@@ -98,8 +98,9 @@ impl Fixture {
         self.store.task(id).await.unwrap().expect("the task exists")
     }
 
+    /// Applied actions (refused attempts are on the trail too, and counted separately).
     async fn audit_count(&self) -> i64 {
-        scalar(&self.db, "SELECT COUNT(*) FROM operator_actions", &[]).await
+        scalar(&self.db, "SELECT COUNT(*) FROM operator_actions WHERE outcome = 'applied'", &[]).await
     }
 
     async fn send(&self, request: Request<Body>) -> Answer {
@@ -269,7 +270,12 @@ async fn a_stale_epoch_is_refused_with_the_current_task_and_changes_nothing(db: 
 
     assert_eq!(f.row(id).await, before, "nothing changed");
     assert_eq!(f.audit_count().await, 0);
-    assert_eq!(f.get_ok(&format!("/api/v1/tasks/{id}")).await["audit"], json!([]));
+    // The task's trail holds the two attempts, refused, and nothing applied.
+    let trail = f.get_ok(&format!("/api/v1/tasks/{id}")).await["audit"].clone();
+    let outcomes: Vec<&str> =
+        trail.as_array().unwrap().iter().map(|a| a["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["refused:changed", "refused:changed"], "{trail}");
+    assert_eq!(trail[0]["via"], "local");
 }
 
 // ---------------------------------------------------------------- 3. a live lease
@@ -492,8 +498,13 @@ async fn compensate_and_uncompensate_a_double_executed_task(db: Db) {
     assert_eq!(undo["action"]["action"], "uncompensate");
     let detail = f.get_ok(&format!("/api/v1/tasks/{id}")).await;
     assert_eq!(detail["needs_compensation"], true);
-    let actions: Vec<&str> =
-        detail["audit"].as_array().unwrap().iter().map(|a| a["action"].as_str().unwrap()).collect();
+    let actions: Vec<&str> = detail["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["outcome"] == "applied")
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
     assert_eq!(actions, ["uncompensate", "compensate"], "newest first");
     refused(&f.post(&undo_uri, &json!({"reason": "again"}).to_string()).await, "not_compensated");
     assert_eq!(f.row(id).await.compensated_at, None);
@@ -611,10 +622,43 @@ async fn users_mode_only_operators_act_and_the_actor_is_the_token_name(db: Db) {
 
     assert_eq!(f.row(id).await, before, "nothing changed");
     assert_eq!(f.audit_count().await, 0);
+    // Each viewer's attempt on the task is on the record: who, how they signed in, refused.
+    let tried = Request::get(format!("/api/v1/audit?task={id}&outcome=refused"))
+        .header(header::AUTHORIZATION, format!("Bearer {}", c.viewer_token))
+        .body(Body::empty())
+        .unwrap();
+    let tried = f.send(tried).await.json();
+    let tried: Vec<(String, String, String)> = tried["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["actor"].as_str().unwrap().into(),
+                a["via"].as_str().unwrap().into(),
+                a["outcome"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tried,
+        vec![
+            ("vera".to_string(), "session".to_string(), "refused:forbidden".to_string()),
+            ("watcher".to_string(), "token:watcher".to_string(), "refused:forbidden".to_string()),
+        ]
+    );
+    // A made-up task id leaves no trace (a viewer cannot fill the trail with noise).
+    let nowhere = post_json_builder(&requeue_uri(987_654))
+        .header(header::AUTHORIZATION, format!("Bearer {}", c.viewer_token))
+        .body(Body::from(requeue_body(1)))
+        .unwrap();
+    assert_eq!(f.send(nowhere).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(scalar(&f.db, "SELECT COUNT(*) FROM operator_actions", &[]).await, 2);
 
     let operator = f.send(with(header::AUTHORIZATION, &format!("Bearer {}", c.operator_token))).await;
     let body = ok(&operator, "applied");
     assert_eq!(body["action"]["actor"], "deploy-bot");
+    assert_eq!(body["action"]["via"], "token:deploy-bot");
     assert_eq!(f.row(id).await.lease_epoch, 2);
     let audit = scalar(&f.db, "SELECT COUNT(*) FROM operator_actions WHERE actor = 'deploy-bot'", &[]).await;
     assert_eq!((audit, f.audit_count().await), (1, 1));

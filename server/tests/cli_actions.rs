@@ -49,7 +49,7 @@ async fn requeue_applies_once_and_a_stale_epoch_exits_3(db: Db) {
     assert_eq!(
         scalar(
             &db,
-            "SELECT COUNT(*) FROM operator_actions WHERE actor = 'ops-script' AND action = 'requeue'",
+            "SELECT COUNT(*) FROM operator_actions WHERE actor = 'ops-script' AND action = 'requeue' AND outcome = 'applied'",
             &[]
         )
         .await,
@@ -69,7 +69,7 @@ async fn requeue_applies_once_and_a_stale_epoch_exits_3(db: Db) {
         ..requeue_args(None, None)
     };
     assert_eq!(act::requeue(store.as_ref(), preview).await.unwrap(), ExitCode::SUCCESS);
-    assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions", &[]).await, 1);
+    assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions WHERE outcome = 'applied'", &[]).await, 1);
 
     // --expect names the previewed set by its token: a made-up token is refused (exit 3),
     // the preview's own applies.
@@ -87,11 +87,11 @@ async fn requeue_applies_once_and_a_stale_epoch_exits_3(db: Db) {
     let preview = store.requeue_preview(&selection, false, chrono::Utc::now()).await.unwrap();
     let wrong = RequeueArgs { expect: Some("0000000000000000-1".into()), ..filter() };
     assert_eq!(act::requeue(store.as_ref(), wrong).await.unwrap(), ExitCode::from(3));
-    assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions", &[]).await, 1);
+    assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions WHERE outcome = 'applied'", &[]).await, 1);
     let right = RequeueArgs { expect: Some(preview.token.clone()), ..filter() };
     assert_eq!(act::requeue(store.as_ref(), right).await.unwrap(), ExitCode::SUCCESS);
     assert_eq!(
-        scalar(&db, "SELECT COUNT(*) FROM operator_actions", &[]).await,
+        scalar(&db, "SELECT COUNT(*) FROM operator_actions WHERE outcome = 'applied'", &[]).await,
         1 + preview.tasks.len() as i64
     );
 }
@@ -109,7 +109,18 @@ async fn compensate_of_a_task_that_ran_once_exits_3(db: Db) {
         who: ActorArgs { actor: Some("alice".into()), json: true },
     };
     assert_eq!(act::compensate(store.as_ref(), args).await.unwrap(), ExitCode::from(3));
-    assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions", &[]).await, 0);
+    assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions WHERE outcome = 'applied'", &[]).await, 0);
+    // The refused attempt is recorded as coming from the command line.
+    assert_eq!(
+        scalar(
+            &db,
+            "SELECT COUNT(*) FROM operator_actions WHERE actor = 'alice' AND via = 'cli' \
+             AND outcome = 'refused:nothing_to_compensate'",
+            &[]
+        )
+        .await,
+        1
+    );
 }
 
 lastword_store::on_every_backend!(

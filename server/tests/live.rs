@@ -488,7 +488,13 @@ async fn two_servers_one_database(db: Db) {
     let outcome = b
         .state
         .store
-        .act(task_id, lastword_core::ActionKind::Requeue, &request, "alice", lastword_core::write_now())
+        .act(
+            task_id,
+            lastword_core::ActionKind::Requeue,
+            &request,
+            &lastword_core::Actor::new("alice", "local"),
+            lastword_core::write_now(),
+        )
         .await
         .unwrap();
     assert!(matches!(outcome, Some(lastword_core::ActionOutcome::Applied { .. })), "{outcome:?}");

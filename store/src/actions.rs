@@ -36,13 +36,43 @@ pub(crate) const UNCOMPENSATE: &str = "UPDATE tasks SET compensated_at = NULL, c
      compensation_reason = NULL, compensation_ref = NULL \
      WHERE id = $1 AND compensated_at IS NOT NULL";
 
-/// The audit row, in the action's transaction. `$1` task, `$2` run, `$3` action, `$4` actor,
-/// `$5` reason, `$6` reference, `$7` epoch seen, `$8` epoch after, `$9` status seen,
-/// `$10` request id, `$11` now.
+/// The audit row, in the action's transaction: see [`insert_action!`] for the parameters.
 pub(crate) const INSERT_ACTION: &str = "INSERT INTO operator_actions \
-     (task_id, run_id, action, actor, reason, reference, epoch_seen, epoch_after, status_seen, outcome, \
+     (task_id, run_id, action, actor, via, reason, reference, epoch_seen, epoch_after, status_seen, outcome, \
       request_id, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'applied', $10, $11) RETURNING id";
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id";
+
+/// The audit row of an attempt refused before the store was asked (a viewer's 403), if the
+/// task exists; the epoch and status are the task's as they are. `$1` task, `$2` action,
+/// `$3` actor, `$4` via, `$5` reason, `$6` reference, `$7` epoch seen, `$8` outcome, `$9` now.
+pub(crate) const INSERT_REFUSAL_OF_TASK: &str = "INSERT INTO operator_actions \
+     (task_id, run_id, action, actor, via, reason, reference, epoch_seen, epoch_after, status_seen, outcome, \
+      request_id, created_at) \
+     SELECT id, NULL, $2, $3, $4, $5, $6, $7, lease_epoch, status, $8, NULL, $9 FROM tasks WHERE id = $1";
+
+/// [`INSERT_ACTION`] with its thirteen parameters bound in order, named: one place for the
+/// order, for applied actions and refusals alike. Evaluates to the query (fetch its id).
+macro_rules! insert_action {
+    (task: $task:expr, run: $run:expr, action: $action:expr, actor: $actor:expr, reason: $reason:expr,
+     reference: $reference:expr, epoch_seen: $seen:expr, epoch_after: $after:expr, status_seen: $status:expr,
+     outcome: $outcome:expr, request_id: $rid:expr, now: $now:expr) => {
+        sqlx::query_scalar::<_, i64>($crate::actions::INSERT_ACTION)
+            .bind($task)
+            .bind($run)
+            .bind($action)
+            .bind(&$actor.name)
+            .bind(&$actor.via)
+            .bind($reason)
+            .bind($reference)
+            .bind($seen)
+            .bind($after)
+            .bind($status)
+            .bind($outcome)
+            .bind($rid)
+            .bind($now)
+    };
+}
+pub(crate) use insert_action;
 
 /// The run that held epoch `$2` of task `$1` (what a bulk re-queue's audit row points at).
 pub(crate) const RUN_AT_EPOCH: &str = "SELECT id FROM runs WHERE task_id = $1 AND lease_epoch = $2";
@@ -93,7 +123,7 @@ macro_rules! action_methods {
             task_id: i64,
             kind: lastword_core::ActionKind,
             request: &lastword_core::ActionRequest,
-            actor: &str,
+            actor: &lastword_core::Actor,
             now: chrono::DateTime<chrono::Utc>,
         ) -> Result<Option<lastword_core::ActionOutcome>, $crate::StoreError> {
             use lastword_core::{ActionKind, ActionOutcome, OperatorAction, Refusal, RefusalCode, Run, Task};
@@ -113,7 +143,21 @@ macro_rules! action_methods {
                 let previous: Option<$crate::rows::ActionRow> =
                     sqlx::query_as(&sql).bind(rid).fetch_optional(&mut *tx).await?;
                 if let Some(previous) = previous {
-                    return Ok(Some($crate::actions::replay(previous.into(), task, kind)));
+                    let outcome = $crate::actions::replay(previous.into(), task.clone(), kind);
+                    if let ActionOutcome::Refused(refusal) = &outcome {
+                        $crate::actions::insert_action!(
+                            task: task_id, run: None::<i64>, action: kind.as_str(), actor: actor,
+                            reason: &request.reason, reference: &request.reference,
+                            epoch_seen: request.expected_epoch, epoch_after: task.lease_epoch,
+                            status_seen: &task.status,
+                            outcome: lastword_core::action::refused_outcome(refusal.code.as_str()),
+                            request_id: None::<String>, now: now
+                        )
+                        .fetch_one(&mut *tx)
+                        .await?;
+                        tx.commit().await?;
+                    }
+                    return Ok(Some(outcome));
                 }
             }
             let sql = format!(
@@ -141,9 +185,12 @@ macro_rules! action_methods {
                     .into_iter()
                     .map(Into::into)
                     .collect();
+            // The newest *applied* action explains a change; refused attempts changed nothing.
             let sql = format!(
-                "SELECT {} FROM operator_actions WHERE task_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1",
-                $crate::rows::ACTION_COLUMNS
+                "SELECT {} FROM operator_actions WHERE task_id = $1 AND outcome = '{}' \
+                 ORDER BY created_at DESC, id DESC LIMIT 1",
+                $crate::rows::ACTION_COLUMNS,
+                lastword_core::action::APPLIED
             );
             let latest_action: Option<OperatorAction> = sqlx::query_as::<_, $crate::rows::ActionRow>(&sql)
                 .bind(task_id)
@@ -161,6 +208,18 @@ macro_rules! action_methods {
                 latest_action: latest_action.as_ref(),
             };
             if let Err(refusal) = decision.check() {
+                // Recorded, in this transaction, as what was tried and why it was refused.
+                $crate::actions::insert_action!(
+                    task: task_id, run: runs.last().map(|r| r.id), action: kind.as_str(), actor: actor,
+                    reason: &request.reason, reference: &request.reference,
+                    epoch_seen: request.expected_epoch, epoch_after: task.lease_epoch,
+                    status_seen: &task.status,
+                    outcome: lastword_core::action::refused_outcome(refusal.code.as_str()),
+                    request_id: None::<String>, now: now
+                )
+                .fetch_one(&mut *tx)
+                .await?;
+                tx.commit().await?;
                 return Ok(Some(ActionOutcome::Refused(refusal)));
             }
 
@@ -177,7 +236,7 @@ macro_rules! action_methods {
                     sqlx::query($crate::actions::COMPENSATE)
                         .bind(task_id)
                         .bind(now)
-                        .bind(actor)
+                        .bind(&actor.name)
                         .bind(&request.reason)
                         .bind(&request.reference)
                         .execute(&mut *tx)
@@ -202,20 +261,14 @@ macro_rules! action_methods {
                 .run_id
                 .filter(|id| runs.iter().any(|r| r.id == *id))
                 .or_else(|| runs.iter().rev().find(|r| r.lease_epoch == task.lease_epoch).map(|r| r.id));
-            let inserted: Result<i64, sqlx::Error> = sqlx::query_scalar($crate::actions::INSERT_ACTION)
-                .bind(task_id)
-                .bind(run_id)
-                .bind(kind.as_str())
-                .bind(actor)
-                .bind(&request.reason)
-                .bind(&request.reference)
-                .bind(request.expected_epoch)
-                .bind(epoch_after)
-                .bind(&task.status)
-                .bind(&request.request_id)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await;
+            let inserted: Result<i64, sqlx::Error> = $crate::actions::insert_action!(
+                task: task_id, run: run_id, action: kind.as_str(), actor: actor,
+                reason: &request.reason, reference: &request.reference,
+                epoch_seen: request.expected_epoch, epoch_after: epoch_after, status_seen: &task.status,
+                outcome: lastword_core::action::APPLIED, request_id: &request.request_id, now: now
+            )
+            .fetch_one(&mut *tx)
+            .await;
             let action_id = match inserted {
                 Ok(id) => id,
                 Err(e) if $crate::actions::is_unique_violation(&e) => {
@@ -243,7 +296,8 @@ macro_rules! action_methods {
             tracing::info!(
                 task = task_id,
                 action = kind.as_str(),
-                actor,
+                actor = %actor.name,
+                via = %actor.via,
                 epoch_seen = ?request.expected_epoch,
                 epoch_after,
                 "operator action applied"
@@ -269,7 +323,7 @@ macro_rules! action_methods {
             &self,
             selection: &lastword_core::BulkSelection,
             request: &lastword_core::BulkRequeueRequest,
-            actor: &str,
+            actor: &lastword_core::Actor,
             now: chrono::DateTime<chrono::Utc>,
         ) -> Result<lastword_core::BulkOutcome, $crate::StoreError> {
             use lastword_core::{BulkOutcome, OperatorAction, RefusalCode};
@@ -355,20 +409,14 @@ macro_rules! action_methods {
                     .fetch_optional(&mut *tx)
                     .await?;
                 let request_id = request.request_id.as_ref().map(|rid| format!("{rid}/{}", task.id));
-                let id: i64 = sqlx::query_scalar($crate::actions::INSERT_ACTION)
-                    .bind(task.id)
-                    .bind(run_id)
-                    .bind(lastword_core::ActionKind::Requeue.as_str())
-                    .bind(actor)
-                    .bind(&request.reason)
-                    .bind(None::<String>)
-                    .bind(task.lease_epoch)
-                    .bind(task.lease_epoch + 1)
-                    .bind(&task.status)
-                    .bind(request_id)
-                    .bind(now)
-                    .fetch_one(&mut *tx)
-                    .await?;
+                let id: i64 = $crate::actions::insert_action!(
+                    task: task.id, run: run_id, action: lastword_core::ActionKind::Requeue.as_str(),
+                    actor: actor, reason: &request.reason, reference: None::<String>,
+                    epoch_seen: task.lease_epoch, epoch_after: task.lease_epoch + 1, status_seen: &task.status,
+                    outcome: lastword_core::action::APPLIED, request_id: request_id, now: now
+                )
+                .fetch_one(&mut *tx)
+                .await?;
                 actions.push(id);
             }
             let mut applied = Vec::with_capacity(actions.len());
@@ -378,8 +426,34 @@ macro_rules! action_methods {
                 applied.push(row.into());
             }
             tx.commit().await?;
-            tracing::info!(tasks = applied.len(), actor, "bulk re-queue applied");
+            tracing::info!(tasks = applied.len(), actor = %actor.name, via = %actor.via, "bulk re-queue applied");
             Ok(BulkOutcome::Applied { actions: applied })
+        }
+
+        #[tracing::instrument(skip(self, request), err)]
+        pub(crate) async fn record_refusal_impl(
+            &self,
+            task_id: i64,
+            kind: lastword_core::ActionKind,
+            request: &lastword_core::ActionRequest,
+            actor: &lastword_core::Actor,
+            code: &str,
+            now: chrono::DateTime<chrono::Utc>,
+        ) -> Result<bool, $crate::StoreError> {
+            let written = sqlx::query($crate::actions::INSERT_REFUSAL_OF_TASK)
+                .bind(task_id)
+                .bind(kind.as_str())
+                .bind(&actor.name)
+                .bind(&actor.via)
+                .bind(&request.reason)
+                .bind(&request.reference)
+                .bind(request.expected_epoch)
+                .bind(lastword_core::action::refused_outcome(code))
+                .bind(now)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            Ok(written == 1)
         }
 
         #[tracing::instrument(skip(self), err)]

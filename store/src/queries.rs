@@ -607,6 +607,11 @@ pub(crate) fn audit(filter: &lastword_core::AuditFilter, page: &PageRequest) -> 
     if let Some(action) = filter.action {
         conds.push(format!("action = {}", buf.arg(Value::Text(action.as_str().to_string()))));
     }
+    match filter.applied {
+        Some(true) => conds.push(format!("outcome = '{}'", lastword_core::action::APPLIED)),
+        Some(false) => conds.push(format!("outcome LIKE '{}%'", lastword_core::action::REFUSED_PREFIX)),
+        None => {}
+    }
     if let Some(task) = filter.task_id {
         conds.push(format!("task_id = {}", buf.arg(Value::I64(task))));
     }

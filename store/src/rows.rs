@@ -31,7 +31,7 @@ pub(crate) const EFFECT_COLUMNS: &str = "id, run_id, task_id, lease_epoch, kind,
 
 pub(crate) const ACTION_COLUMNS: &str =
     "id, task_id, run_id, action, actor, reason, reference, epoch_seen, epoch_after, status_seen, outcome, \
-     request_id, created_at";
+     request_id, created_at, via";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
@@ -199,6 +199,7 @@ pub(crate) struct ActionRow {
     outcome: String,
     request_id: Option<String>,
     created_at: DateTime<Utc>,
+    via: Option<String>,
 }
 
 impl From<ActionRow> for OperatorAction {
@@ -217,6 +218,7 @@ impl From<ActionRow> for OperatorAction {
             outcome: r.outcome,
             request_id: r.request_id,
             created_at: r.created_at,
+            via: r.via,
         }
     }
 }

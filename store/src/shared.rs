@@ -242,10 +242,22 @@ macro_rules! impl_store {
                 task_id: i64,
                 kind: lastword_core::ActionKind,
                 request: &lastword_core::ActionRequest,
-                actor: &str,
+                actor: &lastword_core::Actor,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<lastword_core::ActionOutcome>, $crate::StoreError> {
                 self.act_impl(task_id, kind, request, actor, now).await
+            }
+
+            async fn record_refusal(
+                &self,
+                task_id: i64,
+                kind: lastword_core::ActionKind,
+                request: &lastword_core::ActionRequest,
+                actor: &lastword_core::Actor,
+                code: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, $crate::StoreError> {
+                self.record_refusal_impl(task_id, kind, request, actor, code, now).await
             }
 
             async fn requeue_preview(
@@ -261,7 +273,7 @@ macro_rules! impl_store {
                 &self,
                 selection: &lastword_core::BulkSelection,
                 request: &lastword_core::BulkRequeueRequest,
-                actor: &str,
+                actor: &lastword_core::Actor,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<lastword_core::BulkOutcome, $crate::StoreError> {
                 self.bulk_requeue_impl(selection, request, actor, now).await

@@ -34,7 +34,7 @@ use crate::{Backend, Db, Readiness, Store, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use lastword_core::{
-    ActionKind, ActionOutcome, ActionRequest, AuditFilter, AuditPage, BulkOutcome, BulkPreview,
+    ActionKind, ActionOutcome, ActionRequest, Actor, AuditFilter, AuditPage, BulkOutcome, BulkPreview,
     BulkRequeueRequest, BulkSelection, CauseFacets, Effect, OperatorAction, Overview, PageRequest, Run,
     RunFilter, RunPage, Task, TaskDetail, Tokens, Totals, WorkerSummary,
 };
@@ -291,12 +291,26 @@ impl Store for SharedReads {
         task_id: i64,
         kind: ActionKind,
         request: &ActionRequest,
-        actor: &str,
+        actor: &Actor,
         now: DateTime<Utc>,
     ) -> Result<Option<ActionOutcome>, StoreError> {
         let outcome = self.inner.act(task_id, kind, request, actor, now).await;
         self.caches.invalidate_all();
         outcome
+    }
+
+    async fn record_refusal(
+        &self,
+        task_id: i64,
+        kind: ActionKind,
+        request: &ActionRequest,
+        actor: &Actor,
+        code: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let written = self.inner.record_refusal(task_id, kind, request, actor, code, now).await;
+        self.caches.invalidate_all();
+        written
     }
 
     async fn requeue_preview(
@@ -312,7 +326,7 @@ impl Store for SharedReads {
         &self,
         selection: &BulkSelection,
         request: &BulkRequeueRequest,
-        actor: &str,
+        actor: &Actor,
         now: DateTime<Utc>,
     ) -> Result<BulkOutcome, StoreError> {
         let outcome = self.inner.bulk_requeue(selection, request, actor, now).await;

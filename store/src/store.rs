@@ -5,7 +5,7 @@ use crate::{Backend, Db, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use lastword_core::{
-    ActionKind, ActionOutcome, ActionRequest, AuditFilter, AuditPage, BulkOutcome, BulkPreview,
+    ActionKind, ActionOutcome, ActionRequest, Actor, AuditFilter, AuditPage, BulkOutcome, BulkPreview,
     BulkRequeueRequest, BulkSelection, CauseFacets, Effect, OperatorAction, Overview, PageRequest, Run,
     RunFilter, RunListItem, RunPage, Task, TaskDetail, Tokens, Totals, WorkerSummary,
 };
@@ -111,9 +111,21 @@ pub trait Store: Send + Sync + 'static {
         task_id: i64,
         kind: ActionKind,
         request: &ActionRequest,
-        actor: &str,
+        actor: &Actor,
         now: DateTime<Utc>,
     ) -> Result<Option<ActionOutcome>, StoreError>;
+    /// Records an attempt refused before the store decided (a viewer's 403) in the audit trail
+    /// as `refused:<code>`, with the task's epoch and status as they are. `false`: no such task
+    /// (nothing recorded, so made-up ids cannot fill the trail).
+    async fn record_refusal(
+        &self,
+        task_id: i64,
+        kind: ActionKind,
+        request: &ActionRequest,
+        actor: &Actor,
+        code: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
     /// What a bulk re-queue of `selection` would do now (read only).
     async fn requeue_preview(
         &self,
@@ -127,7 +139,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         selection: &BulkSelection,
         request: &BulkRequeueRequest,
-        actor: &str,
+        actor: &Actor,
         now: DateTime<Utc>,
     ) -> Result<BulkOutcome, StoreError>;
     /// One keyset page of the audit trail, newest first.

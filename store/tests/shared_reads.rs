@@ -100,7 +100,11 @@ async fn no_version_means_no_sharing_and_actions_invalidate(db: Db) {
     }
     .validate(ActionKind::Requeue)
     .unwrap();
-    shared.act(task, ActionKind::Requeue, &request, "alice", now()).await.unwrap().unwrap();
+    shared
+        .act(task, ActionKind::Requeue, &request, &lastword_core::Actor::new("alice", "local"), now())
+        .await
+        .unwrap()
+        .unwrap();
     // Same version (the hub has not seen the write yet), yet the answer is fresh.
     assert_eq!(shared.task(task).await.unwrap().unwrap().status, "queued");
 }
@@ -129,7 +133,7 @@ async fn a_replica_serves_the_reads_and_the_primary_the_actions(primary: Db) {
     .validate(ActionKind::Requeue)
     .unwrap();
     shared
-        .act(task, ActionKind::Requeue, &request, "alice", now())
+        .act(task, ActionKind::Requeue, &request, &lastword_core::Actor::new("alice", "local"), now())
         .await
         .unwrap()
         .expect("the primary's task");

@@ -22,14 +22,27 @@ mod ssr {
     use crate::api::ssr::{bad_input, refuse};
     use leptos::prelude::ServerFnError;
 
-    /// The signed-in operator, or why not (401 nobody, 403 a viewer).
-    pub fn operator() -> Result<lastword_core::Principal, ServerFnError> {
+    /// The signed-in operator, or why not (401 nobody, 403 a viewer). A viewer's attempt on a
+    /// task is written to the audit trail as refused (`task`: the task and what was tried).
+    pub async fn operator(
+        task: Option<(i64, lastword_core::ActionKind, &lastword_core::ActionRequest)>,
+    ) -> Result<lastword_core::Principal, ServerFnError> {
         match crate::auth::current_principal() {
             Some(p) if p.can_act() => Ok(p),
-            Some(p) => Err(refuse(
-                http::StatusCode::FORBIDDEN,
-                format!("viewer {} may not act; operator role required", p.name),
-            )),
+            Some(p) => {
+                if let (Some((id, kind, request)), Ok(store)) = (task, crate::api::ssr::store()) {
+                    let request = request.as_recorded_refusal();
+                    if let Err(e) =
+                        store.record_refusal(id, kind, &request, &p.actor(), "forbidden", now()).await
+                    {
+                        tracing::error!(error = %e, task = id, "recording a viewer's refused attempt failed");
+                    }
+                }
+                Err(refuse(
+                    http::StatusCode::FORBIDDEN,
+                    format!("viewer {} may not act; operator role required", p.name),
+                ))
+            }
             None => Err(refuse(http::StatusCode::UNAUTHORIZED, "sign in to act")),
         }
     }
@@ -58,11 +71,11 @@ pub async fn act_on_task(
     kind: ActionKind,
     request: ActionRequest,
 ) -> Result<ActionOutcome, ServerFnError> {
-    let actor = ssr::operator()?;
+    let actor = ssr::operator(Some((task_id, kind, &request))).await?;
     let request = request.validate(kind).map_err(|e| super::ssr::bad_input(e.to_string()))?;
     let store = super::ssr::store()?;
     store
-        .act(task_id, kind, &request, &actor.name, ssr::now())
+        .act(task_id, kind, &request, &actor.actor(), ssr::now())
         .await
         .map_err(super::ssr::store_error)?
         .ok_or_else(|| super::ssr::not_found(format!("no task {task_id}")))
@@ -86,11 +99,14 @@ pub async fn bulk_requeue(
     query: Option<String>,
     request: BulkRequeueRequest,
 ) -> Result<BulkOutcome, ServerFnError> {
-    let actor = ssr::operator()?;
+    let actor = ssr::operator(None).await?;
     let request = request.validate().map_err(|e| super::ssr::bad_input(e.to_string()))?;
     let selection = ssr::selection(query, request.task_ids.clone())?;
     let store = super::ssr::store()?;
-    store.bulk_requeue(&selection, &request, &actor.name, ssr::now()).await.map_err(super::ssr::store_error)
+    store
+        .bulk_requeue(&selection, &request, &actor.actor(), ssr::now())
+        .await
+        .map_err(super::ssr::store_error)
 }
 
 /// One page of the audit trail for the audit page's query string.

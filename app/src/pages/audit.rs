@@ -1,6 +1,7 @@
-//! Audit: every operator action that was applied — who, what, on which task and run, the epoch
-//! they saw and the epoch after, why — newest first, filterable by actor, action, task and
-//! time. The URL holds the filters; the form works with JavaScript off.
+//! Audit: every operator action — applied, or refused with its reason code — who (and how they
+//! signed in), what, on which task and run, the epoch they saw and the epoch after, why; newest
+//! first, filterable by actor, action, outcome, task and time. The URL holds the filters; the
+//! form works with JavaScript off.
 
 use crate::api::actions::{get_audit, AuditAnswer};
 use crate::components::time::Time;
@@ -24,15 +25,38 @@ pub fn AuditLine(action: OperatorAction) -> impl IntoView {
         (_, Some(e)) => format!("epoch {e}"),
         _ => String::new(),
     };
+    let refused = a.refused().map(str::to_string);
+    let verb =
+        if refused.is_some() { format!("tried to {}", kind_verb(&a.action)) } else { label.to_string() };
+    let is_refused = refused.is_some();
     view! {
-        <span class="audit-line" data-action=a.action.clone()>
+        <span class="audit-line" class:audit-refused=is_refused data-action=a.action.clone() data-outcome=a.outcome.clone()>
             <Time t=a.created_at />" "
-            <strong>{a.actor.clone()}</strong>" "{label}" "
+            <strong>{a.actor.clone()}</strong>" "{verb}" "
             <a href=format!("/tasks/{}", a.task_id)>{format!("task #{}", a.task_id)}</a>
             {(!epochs.is_empty()).then(|| format!(" ({epochs})"))}
+            {refused.map(|code| view! { " — "<span class="tag tag-refused">{format!("refused: {code}")}</span> })}
             ": "<q>{a.reason.clone()}</q>
             {a.reference.clone().map(|r| view! { " "<span class="tag">{format!("ref {r}")}</span> })}
         </span>
+    }
+}
+
+/// The infinitive of an action, for "tried to …".
+fn kind_verb(action: &str) -> &'static str {
+    match ActionKind::parse(action) {
+        Some(ActionKind::Requeue) => "re-queue",
+        Some(ActionKind::Compensate) => "mark compensated",
+        Some(ActionKind::Uncompensate) => "undo the compensation of",
+        None => "act on",
+    }
+}
+
+/// "applied", or "refused: <code>".
+fn outcome_label(a: &OperatorAction) -> String {
+    match a.refused() {
+        Some(code) => format!("refused: {code}"),
+        None => a.outcome.clone(),
     }
 }
 
@@ -50,7 +74,7 @@ pub fn AuditPage() -> impl IntoView {
         <section class="page">
             <header class="page-head">
                 <h1>"Audit"</h1>
-                <span class="muted">"Every applied operator action, newest first. Refused actions change nothing and are not listed."</span>
+                <span class="muted">"Every operator action, newest first: what applied, and what was tried and refused (which changed nothing)."</span>
                 <a class="muted" href="/audit">"Clear filters"</a>
             </header>
             <Form method="GET" action="/audit" attr:class="filters" attr:aria-label="Filter the audit trail">
@@ -62,6 +86,15 @@ pub fn AuditPage() -> impl IntoView {
                         {ActionKind::ALL
                             .into_iter()
                             .map(|k| view! { <option value=k.as_str() selected=move || param("action") == k.as_str()>{k.label()}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label>
+                    "Outcome"
+                    <select name="outcome" data-testid="audit-outcome-filter">
+                        {[("", "any"), ("applied", "applied"), ("refused", "refused")]
+                            .into_iter()
+                            .map(|(v, label)| view! { <option value=v selected=move || param("outcome") == v>{label}</option> })
                             .collect_view()}
                     </select>
                 </label>
@@ -96,13 +129,16 @@ pub fn AuditPage() -> impl IntoView {
                                         <th scope="col">"When"</th><th scope="col">"Actor"</th><th scope="col">"Action"</th>
                                         <th scope="col">"Task"</th><th scope="col">"Run"</th>
                                         <th scope="col" title="the lease epoch the operator saw → after the action">"Epoch"</th>
-                                        <th scope="col">"Status seen"</th><th scope="col">"Reason"</th><th scope="col">"Reference"</th>
+                                        <th scope="col">"Status seen"</th><th scope="col">"Outcome"</th><th scope="col">"Reason"</th><th scope="col">"Reference"</th>
                                     </tr></thead>
                                     <tbody>
                                         {page.actions.into_iter().map(|a| view! {
-                                            <tr data-row="" data-action=a.action.clone()>
+                                            <tr data-row="" data-action=a.action.clone() data-outcome=a.outcome.clone() class:audit-refused=a.refused().is_some()>
                                                 <td><Time t=a.created_at short=true /></td>
-                                                <td><a href=format!("/audit?actor={}", lastword_core::query::encode_component(&a.actor))>{a.actor.clone()}</a></td>
+                                                <td>
+                                                    <a href=format!("/audit?actor={}", lastword_core::query::encode_component(&a.actor))>{a.actor.clone()}</a>
+                                                    {a.via.clone().map(|v| view! { " "<span class="muted" data-testid="audit-via">{format!("via {v}")}</span> })}
+                                                </td>
                                                 <td>{ActionKind::parse(&a.action).map(|k| k.label()).unwrap_or("?")}</td>
                                                 <td><a href=format!("/tasks/{}", a.task_id)>{format!("#{}", a.task_id)}</a></td>
                                                 <td class="num">{a.run_id.map(|r| r.to_string()).unwrap_or_else(|| "—".into())}</td>
@@ -112,6 +148,7 @@ pub fn AuditPage() -> impl IntoView {
                                                     a.epoch_after.map(|e| e.to_string()).unwrap_or_else(|| "—".into())
                                                 )}</td>
                                                 <td>{a.status_seen.clone().unwrap_or_default()}</td>
+                                                <td data-testid="audit-outcome">{outcome_label(&a)}</td>
                                                 <td class="detail">{a.reason.clone()}</td>
                                                 <td>{a.reference.clone().unwrap_or_default()}</td>
                                             </tr>

@@ -5,12 +5,13 @@
 //! 409 with what changed and the task as it is now. Documented in `docs/api.md`.
 
 use super::{path_id, query_pairs, write_now, ApiError};
+use crate::auth::{require_operator, AuthError};
 use crate::{AppState, RequireOperator};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use lastword_core::action::parse_audit_query;
 use lastword_core::query::parse_bulk_filter;
 use lastword_core::{
@@ -48,16 +49,34 @@ fn outcome_response(outcome: ActionOutcome) -> Response {
     }
 }
 
+/// One action on one task by `principal`. A viewer is refused (403) before anything else, and
+/// the attempt is written to the audit trail (when the task exists and the body reads).
 async fn act(
     state: AppState,
     kind: ActionKind,
     id: String,
-    actor: Principal,
+    principal: Option<Extension<Principal>>,
     request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    let principal = principal.map(|Extension(p)| p);
+    let actor = match require_operator(principal.as_ref()) {
+        Ok(actor) => actor,
+        Err(refusal) => {
+            if let (AuthError::Forbidden(_), Some(viewer), Ok(id)) =
+                (&refusal, &principal, path_id("id", &id))
+            {
+                let tried = body::<ActionRequest>(request).unwrap_or_default().as_recorded_refusal();
+                state
+                    .store
+                    .record_refusal(id, kind, &tried, &viewer.actor(), "forbidden", write_now())
+                    .await?;
+            }
+            return Err(refusal.into());
+        }
+    };
     let id = path_id("id", &id)?;
     let request = body::<ActionRequest>(request)?.validate(kind)?;
-    match state.store.act(id, kind, &request, &actor.name, write_now()).await? {
+    match state.store.act(id, kind, &request, &actor.actor(), write_now()).await? {
         Some(outcome) => Ok(outcome_response(outcome)),
         None => Err(ApiError::NotFound(format!("task {id}"))),
     }
@@ -68,30 +87,30 @@ async fn act(
 pub async fn requeue(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    RequireOperator(actor): RequireOperator,
+    principal: Option<Extension<Principal>>,
     request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    act(state, ActionKind::Requeue, id, actor, request).await
+    act(state, ActionKind::Requeue, id, principal, request).await
 }
 
 /// `POST /api/v1/tasks/{id}/compensate` `{"reason", "reference"?, "expected_epoch"?, "request_id"?}`.
 pub async fn compensate(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    RequireOperator(actor): RequireOperator,
+    principal: Option<Extension<Principal>>,
     request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    act(state, ActionKind::Compensate, id, actor, request).await
+    act(state, ActionKind::Compensate, id, principal, request).await
 }
 
 /// `POST /api/v1/tasks/{id}/uncompensate` `{"reason", "request_id"?}`: undoes a compensation mark.
 pub async fn uncompensate(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    RequireOperator(actor): RequireOperator,
+    principal: Option<Extension<Principal>>,
     request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    act(state, ActionKind::Uncompensate, id, actor, request).await
+    act(state, ActionKind::Uncompensate, id, principal, request).await
 }
 
 /// The run filter of a bulk request (the `/api/v1/runs` parameters, paging ignored, and as on
@@ -145,7 +164,7 @@ pub async fn bulk_requeue(
         (None, _) => filtered,
     };
     let request = BulkRequeueRequest { fence: request.fence || fence_param, ..request };
-    match state.store.bulk_requeue(&selection, &request, &actor.name, write_now()).await? {
+    match state.store.bulk_requeue(&selection, &request, &actor.actor(), write_now()).await? {
         // The same shape as a single action's refusal (`error` is the code), with the preview
         // as it is now instead of a task.
         BulkOutcome::Refused { code, message, preview } => Ok((
