@@ -1,0 +1,142 @@
+"""The real dashboard for the Python tests: the `lastword` binary (LASTWORD_BIN, default
+`target/debug/lastword` in the repository) migrating a database and serving it on a free loopback
+port, read through its JSON API (docs/api.md) — so a test checks what an on-call engineer would
+see, not the test's idea of it.
+
+The binary is built by `cargo test`, which `scripts/test` runs before this suite. Missing, the
+server-backed cases are skipped with the reason shown, unless LASTWORD_REQUIRE_SERVER=1 (set by
+`scripts/test` whenever PostgreSQL is required, i.e. in CI), which makes them fail.
+
+The server must apply its own migrations (it records them in `_sqlx_migrations` and refuses a
+database whose `tasks` table it did not create), so these tests start from an empty database
+(`blank_db`, `blank_postgres_db` in conftest.py) and run `lastword migrate` on it, never from
+the raw-SQL fixtures `sqlite_db` / `postgres_db`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+SKIP_PREFIX = "SKIPPED (server)"
+
+
+def lastword_bin() -> Path:
+    """The server binary, or a skip (a failure when LASTWORD_REQUIRE_SERVER=1)."""
+    configured = os.environ.get("LASTWORD_BIN", "").strip()
+    path = Path(configured) if configured else REPO / "target" / "debug" / "lastword"
+    if not path.is_absolute():
+        path = REPO / path
+    # The file may be mid-replacement by a rebuild: give it a few seconds to reappear.
+    for _ in range(20):
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        time.sleep(0.5)
+    reason = f"no lastword binary at {path} (build it with `cargo build -p lastword`, or set LASTWORD_BIN)"
+    if os.environ.get("LASTWORD_REQUIRE_SERVER") == "1":
+        pytest.fail(f"LASTWORD_REQUIRE_SERVER=1 but {reason}", pytrace=False)
+    pytest.skip(f"{SKIP_PREFIX}: {reason}")
+
+
+def _env(dsn: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LASTWORD_") and k != "DATABASE_URL"}
+    env["DATABASE_URL"] = dsn
+    env["RUST_LOG"] = "warn"
+    return env
+
+
+def migrate(dsn: str) -> None:
+    """`lastword migrate`: what `lastword serve` does to the schema before serving."""
+    done = subprocess.run(
+        [str(lastword_bin()), "migrate"], env=_env(dsn), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, f"lastword migrate failed:\n{done.stdout}\n{done.stderr}"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Dashboard:
+    """A running `lastword serve`, read over HTTP."""
+
+    def __init__(self, base: str, process: subprocess.Popen[str]) -> None:
+        self.base = base
+        self.process = process
+
+    def get(self, path: str) -> Any:
+        try:
+            with urllib.request.urlopen(self.base + path, timeout=10) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as e:
+            raise AssertionError(f"GET {path}: {e.code} {e.read().decode(errors='replace')}") from e
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run the dashboard lists (all pages of `GET /api/v1/runs`), oldest claim first."""
+        rows: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = self.get("/api/v1/runs?limit=500" + (f"&after={cursor}" if cursor else ""))
+            rows.extend(page["runs"])
+            cursor = page["next"]
+            if cursor is None:
+                return sorted(rows, key=lambda r: (r["claimed_at"], r["id"]))
+
+    def task(self, task_id: int) -> dict[str, Any]:
+        task: dict[str, Any] = self.get(f"/api/v1/tasks/{task_id}")
+        return task
+
+
+@contextmanager
+def serve(dsn: str, *extra_args: str) -> Iterator[Dashboard]:
+    """`lastword serve` on `dsn` (local mode, a free loopback port) until /readyz says ready."""
+    binary = lastword_bin()
+    for _ in range(3):  # another process may take the free port between our check and the bind
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        process = subprocess.Popen(
+            [str(binary), "serve", "--addr", f"127.0.0.1:{port}", *extra_args],
+            env=_env(dsn), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + 30
+        ready = False
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
+                    ready = response.status == 200
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if ready:
+                break
+            time.sleep(0.05)
+        if ready:
+            break
+        process.kill()
+        log = process.communicate()[0]
+        if "binding" not in log:  # anything but a lost race for the port is a real failure
+            raise AssertionError(f"lastword serve did not become ready on {base}:\n{log}")
+    else:
+        raise AssertionError("lastword serve found no free port in three tries")
+    try:
+        yield Dashboard(base, process)
+    finally:
+        process.terminate()
+        try:
+            process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
