@@ -22,15 +22,16 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 SKIP_PREFIX = "SKIPPED (server)"
+T = TypeVar("T")
 
 
 def lastword_bin() -> Path:
@@ -95,6 +96,18 @@ class Dashboard:
             cursor = page["next"]
             if cursor is None:
                 return sorted(rows, key=lambda r: (r["claimed_at"], r["id"]))
+
+    def settle(self, read: Callable[[], T], expected: T, timeout: float = 5.0) -> T:
+        """`read()` again until it answers `expected` or `timeout` passes; the last answer. A
+        runner's write is not in the API's answers at once: reads are shared until the server's
+        change-log reader (one poll every 100 ms) has seen the write (docs/live.md, "Shared
+        reads"), so a test that writes and then reads must allow for that."""
+        deadline = time.monotonic() + timeout
+        answer = read()
+        while answer != expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+            answer = read()
+        return answer
 
     def task(self, task_id: int) -> dict[str, Any]:
         task: dict[str, Any] = self.get(f"/api/v1/tasks/{task_id}")
