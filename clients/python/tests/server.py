@@ -62,11 +62,13 @@ def _env(dsn: str) -> dict[str, str]:
     return env
 
 
-def migrate(dsn: str) -> None:
+def try_migrate(dsn: str) -> subprocess.CompletedProcess[str]:
     """`lastword migrate`: what `lastword serve` does to the schema before serving."""
-    done = subprocess.run(
-        [str(lastword_bin()), "migrate"], env=_env(dsn), capture_output=True, text=True, timeout=60
-    )
+    return subprocess.run([str(lastword_bin()), "migrate"], env=_env(dsn), capture_output=True, text=True, timeout=60)
+
+
+def migrate(dsn: str) -> None:
+    done = try_migrate(dsn)
     assert done.returncode == 0, f"lastword migrate failed:\n{done.stdout}\n{done.stderr}"
 
 
