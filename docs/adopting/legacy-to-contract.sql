@@ -61,7 +61,7 @@ END $$;
 -- to do"). If a blank result in your history can also be a swallowed error, return NULL for
 -- those instead: the dashboard then shows them as `empty_output` failures, the honest reading.
 -- The tokens are lastword's defaults; use your --no-action-token / --skip-token if you set them.
-CREATE FUNCTION pg_temp.contract_output(result TEXT, source TEXT) RETURNS TEXT
+CREATE OR REPLACE FUNCTION pg_temp.contract_output(result TEXT, source TEXT) RETURNS TEXT
 LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
         WHEN btrim(COALESCE(result, ''), E' \t\n\r\x0B\x0C') <> '' THEN result
@@ -73,7 +73,7 @@ $$;
 -- The contract's closed set of causes, from the legacy error text (kept whole in
 -- runs.error_detail). First match wins; read a sample of your errors before trusting it:
 --   SELECT error, count(*) FROM job_attempts GROUP BY 1 ORDER BY 2 DESC LIMIT 50;
-CREATE FUNCTION pg_temp.contract_error(error TEXT) RETURNS TEXT
+CREATE OR REPLACE FUNCTION pg_temp.contract_error(error TEXT) RETURNS TEXT
 LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
         WHEN error ~* 'timed? ?out|timeout|deadline exceeded' THEN 'timeout'

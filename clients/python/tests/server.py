@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -81,7 +82,7 @@ def free_port() -> int:
 class Dashboard:
     """A running `lastword serve`, read over HTTP."""
 
-    def __init__(self, base: str, process: subprocess.Popen[str]) -> None:
+    def __init__(self, base: str, process: "subprocess.Popen[str]") -> None:
         self.base = base
         self.process = process
 
@@ -127,9 +128,12 @@ def serve(dsn: str, *extra_args: str) -> Iterator[Dashboard]:
     for _ in range(3):  # another process may take the free port between our check and the bind
         port = free_port()
         base = f"http://127.0.0.1:{port}"
+        # The log goes to a file, not a pipe: nobody reads a pipe while the server runs, and a
+        # full one would stall it.
+        log_file = tempfile.TemporaryFile(mode="w+")
         process = subprocess.Popen(
             [str(binary), "serve", "--addr", f"127.0.0.1:{port}", *extra_args],
-            env=_env(dsn), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=_env(dsn), stdout=log_file, stderr=subprocess.STDOUT, text=True,
         )
         deadline = time.monotonic() + 30
         ready = False
@@ -145,7 +149,10 @@ def serve(dsn: str, *extra_args: str) -> Iterator[Dashboard]:
         if ready:
             break
         process.kill()
-        log = process.communicate()[0]
+        process.wait()
+        log_file.seek(0)
+        log = log_file.read()
+        log_file.close()
         if "binding" not in log:  # anything but a lost race for the port is a real failure
             raise AssertionError(f"lastword serve did not become ready on {base}:\n{log}")
     else:
@@ -155,7 +162,8 @@ def serve(dsn: str, *extra_args: str) -> Iterator[Dashboard]:
     finally:
         process.terminate()
         try:
-            process.communicate(timeout=10)
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.communicate()
+            process.wait()
+        log_file.close()
