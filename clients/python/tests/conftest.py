@@ -140,9 +140,7 @@ def sqlite_db(tmp_path: Path) -> Iterator[Database]:
 @pytest.fixture
 def postgres_db() -> Iterator[Database]:
     admin = postgres_or_skip()
-    name = f"lastword_t_{int(time.time())}_{secrets.token_hex(4)}"
-    admin.execute(f'CREATE DATABASE "{name}"')
-    url = urlunsplit(urlsplit(postgres_admin_url())._replace(path=f"/{name}"))
+    name, url = _new_postgres_database(admin)
     conn = psycopg.connect(url, autocommit=True)
     try:
         for file in migration_files("postgres"):
@@ -154,15 +152,45 @@ def postgres_db() -> Iterator[Database]:
         admin.close()
 
 
+def _new_postgres_database(admin: psycopg.Connection[Any]) -> tuple[str, str]:
+    name = f"lastword_t_{int(time.time())}_{secrets.token_hex(4)}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    return name, urlunsplit(urlsplit(postgres_admin_url())._replace(path=f"/{name}"))
+
+
+@pytest.fixture
+def blank_postgres_db() -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database (nothing migrated), dropped afterwards: for
+    tests that let `lastword migrate` create the schema, or build a legacy one first."""
+    admin = postgres_or_skip()
+    name, url = _new_postgres_database(admin)
+    try:
+        yield url
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def blank_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The DSN of an empty database on each backend (a SQLite file not created yet, or
+    `blank_postgres_db`)."""
+    if request.param == "sqlite":
+        yield f"sqlite:{tmp_path / 'lastword.db'}"
+    else:
+        url: str = request.getfixturevalue("blank_postgres_db")
+        yield url
+
+
 @pytest.fixture(autouse=True)
 def backend_property(request: pytest.FixtureRequest, record_property: Any) -> None:
     """Tags each test with the backend it runs on, so scripts/test-python can count the
     PostgreSQL cases (and notice when they were skipped) from the JUnit report."""
     callspec = getattr(request.node, "callspec", None)
     params = callspec.params if callspec is not None else {}
-    backend = params.get("db") or params.get("backend")
+    backend = params.get("db") or params.get("backend") or params.get("blank_db")
     for candidate in BACKENDS:
-        if backend is None and f"{candidate}_db" in request.fixturenames:
+        if backend is None and {f"{candidate}_db", f"blank_{candidate}_db"} & set(request.fixturenames):
             backend = candidate
     record_property("backend", backend or "none")
 
