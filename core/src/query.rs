@@ -112,7 +112,17 @@ impl Default for PageRequest {
 /// Parses `2026-11-30T03:00:00Z` (RFC 3339) or a relative age like `15m`, `6h`, `7d` (= now − age).
 pub fn parse_time(param: &str, value: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, ParamError> {
     if let Ok(t) = DateTime::parse_from_rfc3339(value) {
-        return Ok(t.with_timezone(&Utc));
+        // Bounded like ages: a request reaches back at most MAX_AGE_DAYS, so a time of 1970
+        // cannot make a count scan all of history (nor a time in year 9999 overflow a window).
+        let t = t.with_timezone(&Utc);
+        let (earliest, latest) = (now - Duration::days(MAX_AGE_DAYS), now + Duration::days(1));
+        if t < earliest || t > latest {
+            return Err(ParamError::new(
+                param,
+                format!("{value:?} is more than {MAX_AGE_DAYS} days back or a day ahead; narrow the window"),
+            ));
+        }
+        return Ok(t);
     }
     parse_age(value).map(|age| now - age).ok_or_else(|| {
         ParamError::new(param, format!("{value:?} is neither an RFC 3339 time nor an age like 15m, 6h, 7d"))
@@ -132,8 +142,11 @@ pub fn parse_age(value: &str) -> Option<Duration> {
         "d" => n.checked_mul(86_400)?,
         _ => return None,
     };
-    (seconds > 0 && seconds <= 366 * 86_400).then(|| Duration::seconds(seconds))
+    (seconds > 0 && seconds <= MAX_AGE_DAYS * 86_400).then(|| Duration::seconds(seconds))
 }
+
+/// The longest a time parameter reaches back, as an age (`366d`) or an absolute time.
+pub const MAX_AGE_DAYS: i64 = 366;
 
 fn list<T>(param: &str, value: &str, into: &mut Vec<T>) -> Result<(), ParamError>
 where
@@ -337,6 +350,20 @@ mod tests {
             assert_eq!(err.param, param, "{q:?} → {err}");
             assert!(!err.message.is_empty());
         }
+    }
+
+    #[test]
+    fn absolute_times_are_bounded_like_ages() {
+        let ok = parse_time("since", "2026-01-01T00:00:00Z", now()).unwrap();
+        assert_eq!(ok, Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        for far in
+            ["1970-01-01T00:00:00Z", "2025-11-28T00:00:00Z", "9999-12-31T23:59:59Z", "2026-12-02T03:00:01Z"]
+        {
+            let err = parse_time("since", far, now()).unwrap_err();
+            assert_eq!(err.param, "since", "{far}");
+            assert!(err.message.contains("366 days"), "{far}: {err}");
+        }
+        assert!(parse_age("366d").is_some() && parse_age("367d").is_none());
     }
 
     #[test]

@@ -18,7 +18,17 @@ use std::time::Duration;
 /// are short index lookups whose row estimates can be far off (ranges bound at run time); JIT
 /// compiling them cost 0.5-0.6 s a statement in the counts benchmark (docs/counts.md) and never
 /// pays back. `explain` applies the same settings, so its plans are the server's.
-pub(crate) const PG_SESSION_SETTINGS: &[(&str, &str)] = &[("jit", "off")];
+///
+/// `statement_timeout`: no statement of the dashboard (or of a runner using this store) runs
+/// longer than [`STATEMENT_TIMEOUT`]; PostgreSQL cancels it, the connection goes back to the
+/// pool and the request gets a 503 that says so ([`crate::StoreError::TooSlow`]), so a slow
+/// query can neither hold a connection past the request's own 30 s limit nor starve the pool.
+/// Migrations lift it for their own connection ([`Db::migrate`]): an index on 10 M rows may take
+/// minutes.
+pub(crate) const PG_SESSION_SETTINGS: &[(&str, &str)] = &[("jit", "off"), ("statement_timeout", "20s")];
+
+/// The `statement_timeout` of every session (see [`PG_SESSION_SETTINGS`]).
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub(crate) static PG_MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 pub(crate) static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -170,9 +180,17 @@ impl Db {
     }
 
     /// Applies every pending migration of this backend's dialect.
+    /// On PostgreSQL on one connection with no statement timeout (restored before the
+    /// connection goes back to the pool).
     pub async fn migrate(&self) -> Result<(), StoreError> {
         match self {
-            Db::Postgres(pool) => PG_MIGRATOR.run(pool).await?,
+            Db::Postgres(pool) => {
+                let mut conn = pool.acquire().await?;
+                sqlx::query("SET statement_timeout = 0").execute(&mut *conn).await?;
+                let migrated = PG_MIGRATOR.run(&mut *conn).await;
+                sqlx::query("RESET statement_timeout").execute(&mut *conn).await?;
+                migrated?
+            }
             Db::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
         }
         Ok(())

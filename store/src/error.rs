@@ -12,6 +12,11 @@ pub enum StoreError {
     /// Migrations failed to apply.
     #[error("migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// PostgreSQL cancelled a statement that ran past the session's `statement_timeout`
+    /// (`STATEMENT_TIMEOUT`): the request asked for more than the database could answer in
+    /// time. Retryable, usually with a narrower window.
+    #[error("the query ran longer than {}s and was cancelled; narrow the window or filter", crate::connect::STATEMENT_TIMEOUT.as_secs())]
+    TooSlow(#[source] sqlx::Error),
     /// A query failed for a reason other than connectivity.
     #[error("database error: {0}")]
     Query(#[source] sqlx::Error),
@@ -28,6 +33,8 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Tls(_) => StoreError::Unavailable(e),
+            // 57014 query_canceled: our statement_timeout (nobody else cancels our queries).
+            sqlx::Error::Database(ref db) if db.code().as_deref() == Some("57014") => StoreError::TooSlow(e),
             other => StoreError::Query(other),
         }
     }
@@ -39,6 +46,15 @@ impl StoreError {
         match self {
             StoreError::Unavailable(_) => true,
             StoreError::Shared(e) => e.is_unavailable(),
+            _ => false,
+        }
+    }
+
+    /// True when the statement was cancelled for running too long (see [`StoreError::TooSlow`]).
+    pub fn is_too_slow(&self) -> bool {
+        match self {
+            StoreError::TooSlow(_) => true,
+            StoreError::Shared(e) => e.is_too_slow(),
             _ => false,
         }
     }

@@ -22,7 +22,7 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use connect::{Backend, Db, DbTarget};
+pub use connect::{Backend, Db, DbTarget, STATEMENT_TIMEOUT};
 pub use error::StoreError;
 pub use postgres::PgStore;
 pub use rollups::{RollupReport, BUCKET_SECS, FACET_CAP};

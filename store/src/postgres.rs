@@ -28,6 +28,7 @@ pub(crate) mod dialect {
         // One snapshot for the bucket's statements; a concurrent recomputation of the same
         // bucket then fails on the bookkeeping row instead of leaving duplicate counts.
         begin_rollup: "BEGIN ISOLATION LEVEL REPEATABLE READ",
+        begin_snapshot: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
         try_lock: Some("SELECT pg_try_advisory_xact_lock($1, $2)"),
         id_list,
         // Each range of `g` an index range scan of its own (`OFFSET 0` keeps the planner from

@@ -38,6 +38,10 @@ pub(crate) struct Dialect {
     pub bucket_start: fn(&str) -> String,
     /// How a rollup bucket's recomputation begins: one snapshot for all its statements.
     pub begin_rollup: &'static str,
+    /// How a read of several statements that must agree begins (a task page: the task, its
+    /// runs, effects and audit): one snapshot, so a runner's commit between two of them cannot
+    /// show a finished run beside a task still leased.
+    pub begin_snapshot: &'static str,
     /// A statement taking a transaction-scoped advisory lock on `($1, $2)` without waiting,
     /// answering true when it got it (PostgreSQL; SQLite's write lock already serialises).
     pub try_lock: Option<&'static str>,
@@ -696,4 +700,22 @@ mod tests {
         assert_eq!(series.iter().map(acted).collect::<Vec<_>>(), vec![0, 2, 0, 4]);
         assert!(series.iter().all(|b| b.counts.len() == RunState::ALL.len()));
     }
+}
+
+/// One task by id (`$1`).
+pub(crate) fn task_by_id() -> String {
+    format!("SELECT {} FROM tasks WHERE id = $1", crate::rows::TASK_COLUMNS)
+}
+
+/// A task's effects (`$1`), oldest first.
+pub(crate) fn task_effects() -> String {
+    format!("SELECT {} FROM effects WHERE task_id = $1 ORDER BY created_at, id", crate::rows::EFFECT_COLUMNS)
+}
+
+/// A task's audit trail (`$1`), newest first.
+pub(crate) fn task_actions() -> String {
+    format!(
+        "SELECT {} FROM operator_actions WHERE task_id = $1 ORDER BY created_at DESC, id DESC",
+        crate::rows::ACTION_COLUMNS
+    )
 }

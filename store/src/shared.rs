@@ -42,13 +42,8 @@ macro_rules! impl_store {
                         .fetch_all(&self.pool)
                         .await
                         .unwrap_or_default();
-                let pending_migrations = self
-                    .db
-                    .migrator()
-                    .iter()
-                    .map(|m| m.version)
-                    .filter(|v| !applied.contains(v))
-                    .collect();
+                let pending_migrations =
+                    self.db.migrator().iter().map(|m| m.version).filter(|v| !applied.contains(v)).collect();
                 $crate::Readiness { reachable, pending_migrations }
             }
 
@@ -72,9 +67,11 @@ macro_rules! impl_store {
                             n
                         }
                         // The table name is one of the three literals above, never input.
-                        None => sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
-                            .fetch_one(&self.pool)
-                            .await?,
+                        None => {
+                            sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                                .fetch_one(&self.pool)
+                                .await?
+                        }
                     };
                 }
                 let [tasks, runs, effects] = counted;
@@ -83,9 +80,10 @@ macro_rules! impl_store {
 
             #[tracing::instrument(skip(self), err)]
             async fn task(&self, id: i64) -> Result<Option<lastword_core::Task>, $crate::StoreError> {
-                let sql = format!("SELECT {} FROM tasks WHERE id = $1", $crate::rows::TASK_COLUMNS);
-                let row: Option<$crate::rows::TaskRow> =
-                    sqlx::query_as(&sql).bind(id).fetch_optional(&self.pool).await?;
+                let row: Option<$crate::rows::TaskRow> = sqlx::query_as(&$crate::queries::task_by_id())
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
                 Ok(row.map(Into::into))
             }
 
@@ -121,13 +119,14 @@ macro_rules! impl_store {
             }
 
             #[tracing::instrument(skip(self), err)]
-            async fn task_effects(&self, task_id: i64) -> Result<Vec<lastword_core::Effect>, $crate::StoreError> {
-                let sql = format!(
-                    "SELECT {} FROM effects WHERE task_id = $1 ORDER BY created_at, id",
-                    $crate::rows::EFFECT_COLUMNS
-                );
-                let rows: Vec<$crate::rows::EffectRow> =
-                    sqlx::query_as(&sql).bind(task_id).fetch_all(&self.pool).await?;
+            async fn task_effects(
+                &self,
+                task_id: i64,
+            ) -> Result<Vec<lastword_core::Effect>, $crate::StoreError> {
+                let rows: Vec<$crate::rows::EffectRow> = sqlx::query_as(&$crate::queries::task_effects())
+                    .bind(task_id)
+                    .fetch_all(&self.pool)
+                    .await?;
                 Ok(rows.into_iter().map(Into::into).collect())
             }
 
@@ -136,12 +135,10 @@ macro_rules! impl_store {
                 &self,
                 task_id: i64,
             ) -> Result<Vec<lastword_core::OperatorAction>, $crate::StoreError> {
-                let sql = format!(
-                    "SELECT {} FROM operator_actions WHERE task_id = $1 ORDER BY created_at DESC, id DESC",
-                    $crate::rows::ACTION_COLUMNS
-                );
-                let rows: Vec<$crate::rows::ActionRow> =
-                    sqlx::query_as(&sql).bind(task_id).fetch_all(&self.pool).await?;
+                let rows: Vec<$crate::rows::ActionRow> = sqlx::query_as(&$crate::queries::task_actions())
+                    .bind(task_id)
+                    .fetch_all(&self.pool)
+                    .await?;
                 Ok(rows.into_iter().map(Into::into).collect())
             }
 
@@ -217,7 +214,11 @@ macro_rules! impl_store {
                 let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
                 let mut runs: Vec<lastword_core::RunListItem> = rows.into_iter().map(Into::into).collect();
                 runs.sort_by(|a, b| {
-                    (&a.run.worker, a.run.claimed_at, a.run.id).cmp(&(&b.run.worker, b.run.claimed_at, b.run.id))
+                    (&a.run.worker, a.run.claimed_at, a.run.id).cmp(&(
+                        &b.run.worker,
+                        b.run.claimed_at,
+                        b.run.id,
+                    ))
                 });
                 Ok(runs)
             }
@@ -228,13 +229,28 @@ macro_rules! impl_store {
                 id: i64,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<lastword_core::TaskDetail>, $crate::StoreError> {
-                let Some(task) = $crate::Store::task(self, id).await? else {
+                // One snapshot for the four reads (see `Dialect::begin_snapshot`).
+                let mut tx = self.pool.begin_with(dialect::DIALECT.begin_snapshot).await?;
+                let task: Option<$crate::rows::TaskRow> =
+                    sqlx::query_as(&$crate::queries::task_by_id()).bind(id).fetch_optional(&mut *tx).await?;
+                let Some(task) = task else {
                     return Ok(None);
                 };
-                let runs = $crate::Store::task_runs(self, id, now).await?;
-                let effects = $crate::Store::task_effects(self, id).await?;
-                let audit = $crate::Store::task_actions(self, id).await?;
-                Ok(Some(lastword_core::TaskDetail::new(task, runs, effects, audit, &self.tokens)))
+                let buf = $crate::queries::task_runs(&dialect::DIALECT, id, now, &self.tokens);
+                let query = sqlx::query_as::<_, $crate::rows::RunRow>(&buf.sql);
+                let runs = $crate::queries::bind_values!(query, &buf.args).fetch_all(&mut *tx).await?;
+                let effects: Vec<$crate::rows::EffectRow> =
+                    sqlx::query_as(&$crate::queries::task_effects()).bind(id).fetch_all(&mut *tx).await?;
+                let audit: Vec<$crate::rows::ActionRow> =
+                    sqlx::query_as(&$crate::queries::task_actions()).bind(id).fetch_all(&mut *tx).await?;
+                tx.commit().await?;
+                Ok(Some(lastword_core::TaskDetail::new(
+                    task.into(),
+                    runs.into_iter().map(Into::into).collect(),
+                    effects.into_iter().map(Into::into).collect(),
+                    audit.into_iter().map(Into::into).collect(),
+                    &self.tokens,
+                )))
             }
 
             async fn act(

@@ -29,6 +29,9 @@ pub(crate) mod dialect {
         bucket_start,
         // The write lock up front: nothing else commits while the bucket is counted.
         begin_rollup: "BEGIN IMMEDIATE",
+        // A deferred read transaction: in WAL mode every statement in it reads the snapshot of
+        // its first read.
+        begin_snapshot: "BEGIN",
         try_lock: None,
         id_list,
         raw_runs: "g JOIN runs r ON r.claimed_at >= g.lo AND r.claimed_at < g.hi",

@@ -52,6 +52,8 @@ pub(crate) mod ssr {
         tracing::error!(error = %e, "store call failed");
         if e.is_unavailable() {
             refuse(http::StatusCode::SERVICE_UNAVAILABLE, "database unavailable")
+        } else if e.is_too_slow() {
+            refuse(http::StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         } else {
             refuse(http::StatusCode::INTERNAL_SERVER_ERROR, "database error (see server log)")
         }

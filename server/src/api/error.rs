@@ -21,6 +21,10 @@ pub enum ApiError {
     /// 503 Service Unavailable: the database cannot be reached; retry later.
     #[error("database unavailable")]
     Unavailable(#[source] StoreError),
+    /// 503 Service Unavailable: the query ran past the statement timeout and was cancelled;
+    /// the message says so (narrow the window).
+    #[error("{0}")]
+    TooSlow(#[source] StoreError),
     /// 500 Internal Server Error: a query failed for another reason. Logged with its cause
     /// chain; the client gets a generic message.
     #[error("internal error")]
@@ -35,6 +39,8 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         if e.is_unavailable() {
             ApiError::Unavailable(e)
+        } else if e.is_too_slow() {
+            ApiError::TooSlow(e)
         } else {
             ApiError::Internal(e)
         }
@@ -46,7 +52,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::TooSlow(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Auth(e) => e.status(),
         }
@@ -76,6 +82,10 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(_) => json!({ "error": self.to_string() }),
             ApiError::Unavailable(e) => {
                 tracing::warn!(error = %chain(e), "api: database unavailable");
+                json!({ "error": self.to_string() })
+            }
+            ApiError::TooSlow(e) => {
+                tracing::warn!(error = %chain(e), "api: a query hit the statement timeout");
                 json!({ "error": self.to_string() })
             }
             ApiError::Internal(e) => {
