@@ -90,7 +90,7 @@ impl ActionRequest {
     /// attempt): its text trimmed and cut to the lengths a valid request may have, so a refused
     /// request cannot write more than an accepted one.
     pub fn as_recorded_refusal(&self) -> ActionRequest {
-        let cut = |s: &str, max: usize| s.trim().chars().take(max).collect::<String>();
+        let cut = |s: &str, max: usize| s.trim().chars().filter(|c| *c != '\0').take(max).collect::<String>();
         ActionRequest {
             reason: cut(&self.reason, MAX_REASON),
             reference: self.reference.as_deref().map(|r| cut(r, MAX_REFERENCE)),
@@ -100,6 +100,13 @@ impl ActionRequest {
     }
 
     pub fn validate(mut self, kind: ActionKind) -> Result<ActionRequest, ParamError> {
+        crate::query::refuse_nul("reason", &self.reason)?;
+        if let Some(r) = &self.reference {
+            crate::query::refuse_nul("reference", r)?;
+        }
+        if let Some(id) = &self.request_id {
+            crate::query::refuse_nul("request_id", id)?;
+        }
         self.reason = self.reason.trim().to_string();
         if self.reason.is_empty() {
             return Err(ParamError::new("reason", "a reason is required: it is written to the audit trail"));
@@ -654,6 +661,7 @@ pub fn parse_audit_query(
         if v.is_empty() {
             continue;
         }
+        crate::query::refuse_nul(key, v)?;
         match key.as_str() {
             "actor" => filter.actor = Some(v.to_string()),
             "action" => {

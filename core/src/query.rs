@@ -161,6 +161,15 @@ where
     Ok(())
 }
 
+/// Refuses a text value holding a NUL character: no runner writes one (PostgreSQL's text type
+/// cannot hold it, so such a filter could only fail there, and would match nothing anywhere).
+pub fn refuse_nul(param: &str, value: &str) -> Result<(), ParamError> {
+    if value.contains('\0') {
+        return Err(ParamError::new(param, "must not contain a NUL character"));
+    }
+    Ok(())
+}
+
 fn text(value: &str) -> Option<String> {
     let v = value.trim();
     (!v.is_empty()).then(|| v.to_string())
@@ -176,6 +185,7 @@ pub fn parse_run_query(
     let mut filter = RunFilter::default();
     let mut page = PageRequest::default();
     for (key, value) in pairs {
+        refuse_nul(key, value)?;
         match key.as_str() {
             "state" => list(key, value, &mut filter.states)?,
             "cause" => list(key, value, &mut filter.causes)?,

@@ -62,7 +62,9 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
         ))
         // Every request, pages and server functions included, gets its principal here (and
         // is turned away without one, or when a browser sends it from another site).
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware));
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
+        // Extractor and argument rejections made clear (auth's own 401/403 are JSON already).
+        .layer(axum::middleware::from_fn(api::rejections::clear_rejections));
     // Sessions are loaded before the auth middleware reads them (users mode only).
     let router = match sessions {
         Some(layer) => router.layer(layer),

@@ -641,6 +641,24 @@ pub(crate) fn audit(filter: &lastword_core::AuditFilter, page: &PageRequest) -> 
     buf
 }
 
+/// One task by id (`$1`).
+pub(crate) fn task_by_id() -> String {
+    format!("SELECT {} FROM tasks WHERE id = $1", crate::rows::TASK_COLUMNS)
+}
+
+/// A task's effects (`$1`), oldest first.
+pub(crate) fn task_effects() -> String {
+    format!("SELECT {} FROM effects WHERE task_id = $1 ORDER BY created_at, id", crate::rows::EFFECT_COLUMNS)
+}
+
+/// A task's audit trail (`$1`), newest first.
+pub(crate) fn task_actions() -> String {
+    format!(
+        "SELECT {} FROM operator_actions WHERE task_id = $1 ORDER BY created_at DESC, id DESC",
+        crate::rows::ACTION_COLUMNS
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -700,22 +718,4 @@ mod tests {
         assert_eq!(series.iter().map(acted).collect::<Vec<_>>(), vec![0, 2, 0, 4]);
         assert!(series.iter().all(|b| b.counts.len() == RunState::ALL.len()));
     }
-}
-
-/// One task by id (`$1`).
-pub(crate) fn task_by_id() -> String {
-    format!("SELECT {} FROM tasks WHERE id = $1", crate::rows::TASK_COLUMNS)
-}
-
-/// A task's effects (`$1`), oldest first.
-pub(crate) fn task_effects() -> String {
-    format!("SELECT {} FROM effects WHERE task_id = $1 ORDER BY created_at, id", crate::rows::EFFECT_COLUMNS)
-}
-
-/// A task's audit trail (`$1`), newest first.
-pub(crate) fn task_actions() -> String {
-    format!(
-        "SELECT {} FROM operator_actions WHERE task_id = $1 ORDER BY created_at DESC, id DESC",
-        crate::rows::ACTION_COLUMNS
-    )
 }

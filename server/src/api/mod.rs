@@ -5,6 +5,7 @@
 mod actions;
 mod error;
 mod overview;
+pub mod rejections;
 mod runs;
 mod tasks;
 mod timeline;
