@@ -535,6 +535,11 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     assert_eq!(f.audit_count().await, audit_before);
     for id in &dead {
         assert_eq!(f.row(*id).await.status, "dead");
+        assert_eq!(
+            f.refusals(*id).await,
+            vec!["refused:preview_changed"],
+            "the attempt is on each task's record"
+        );
     }
 
     // The same count but not the same set: one previewed task was re-queued and died again
@@ -649,6 +654,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
         other => panic!("{other:?}"),
     }
     assert_eq!(f.row(risky).await.status, "dead", "nothing applied");
+    assert_eq!(f.refusals(risky).await, vec!["refused:unsafe_not_acknowledged"]);
     let acknowledged = BulkRequeueRequest { acknowledge_unsafe: true, ..unacknowledged };
     match f
         .store

@@ -367,25 +367,41 @@ macro_rules! action_methods {
             }
             let count = preview.tasks.len() as i64;
             let count_changed = request.expected_count.is_some_and(|n| n != count);
-            if count_changed || request.preview_token.as_deref() != Some(preview.token.as_str()) {
-                return Ok(BulkOutcome::Refused {
-                    code: RefusalCode::PreviewChanged,
-                    message: format!(
+            let refusal = if count_changed || request.preview_token.as_deref() != Some(preview.token.as_str()) {
+                Some((
+                    RefusalCode::PreviewChanged,
+                    format!(
                         "the tasks this selects changed since your preview (it would now re-queue {}); nothing was done — review the new preview",
                         lastword_core::action::count_tasks(count),
                     ),
-                    preview: Some(preview),
-                });
-            }
-            if preview.unsafe_count > 0 && !request.acknowledge_unsafe {
-                return Ok(BulkOutcome::Refused {
-                    code: RefusalCode::UnsafeNotAcknowledged,
-                    message: format!(
+                ))
+            } else if preview.unsafe_count > 0 && !request.acknowledge_unsafe {
+                Some((
+                    RefusalCode::UnsafeNotAcknowledged,
+                    format!(
                         "{} of these tasks are unsafe: their effects may run again; confirm with acknowledge_unsafe",
                         preview.unsafe_count
                     ),
-                    preview: Some(preview),
-                });
+                ))
+            } else {
+                None
+            };
+            if let Some((code, message)) = refusal {
+                // On the record for each task it would have re-queued (at most BULK_MAX): who
+                // tried, and why nothing happened. No epoch seen: the operator saw a token.
+                let outcome = lastword_core::action::refused_outcome(code.as_str());
+                for task in &preview.tasks {
+                    $crate::actions::insert_action!(
+                        task: task.id, run: None::<i64>, action: lastword_core::ActionKind::Requeue.as_str(),
+                        actor: actor, reason: &request.reason, reference: None::<String>,
+                        epoch_seen: None::<i64>, epoch_after: task.lease_epoch, status_seen: &task.status,
+                        outcome: &outcome, request_id: None::<String>, now: now
+                    )
+                    .fetch_one(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                return Ok(BulkOutcome::Refused { code, message, preview: Some(preview) });
             }
             let mut actions = Vec::with_capacity(preview.tasks.len());
             for task in &preview.tasks {
