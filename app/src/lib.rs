@@ -9,6 +9,7 @@ pub mod auth;
 pub mod components;
 pub mod live;
 pub mod pages;
+pub mod site;
 
 pub use app::{shell, App};
 

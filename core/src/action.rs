@@ -6,7 +6,7 @@
 
 use crate::model::{Effect, OperatorAction, Run, Task};
 use crate::query::ParamError;
-use crate::state::{RunState, Tokens};
+use crate::state::{Cause, ErrorCause, RunState, Tokens};
 use crate::views::double_execution;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -81,6 +81,51 @@ pub struct ActionRequest {
     /// A client-chosen key: the same request submitted twice applies once.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Re-queue even though the last run failed with a deterministic cause ([`RetryPolicy`]):
+    /// the operator changed what made it fail (a shorter input, a bigger context window).
+    #[serde(default)]
+    pub retry_deterministic: bool,
+}
+
+/// Failure causes that fail the same way when the task runs again unchanged (issue 14,
+/// "Retries that cannot work"): an input too large for the model's context overflows it on
+/// every attempt, unlike a timeout or an API error. Re-queueing a task whose last run failed
+/// so is refused unless the operator says the cause was fixed; a bulk re-queue by filter
+/// leaves such tasks out unless asked. `context_overflow` by default; `--deterministic-causes`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    pub deterministic: Vec<ErrorCause>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { deterministic: vec![ErrorCause::ContextOverflow] }
+    }
+}
+
+impl RetryPolicy {
+    /// A comma-separated list of causes (`context_overflow,other`); empty or `none`: none.
+    pub fn parse(list: &str) -> Result<RetryPolicy, String> {
+        let list = list.trim();
+        if list.is_empty() || list == "none" {
+            return Ok(RetryPolicy { deterministic: Vec::new() });
+        }
+        let mut deterministic = Vec::new();
+        for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let cause = part.parse::<ErrorCause>().map_err(|e| e.message)?;
+            if !deterministic.contains(&cause) {
+                deterministic.push(cause);
+            }
+        }
+        Ok(RetryPolicy { deterministic })
+    }
+
+    /// The deterministic cause `latest` (a task's newest run) failed with, if it did: a
+    /// re-queue would fail the same way.
+    pub fn doomed_by(&self, latest: Option<&Run>) -> Option<ErrorCause> {
+        let run = latest.filter(|r| r.state == RunState::Failed)?;
+        self.deterministic.iter().copied().find(|c| run.cause == Some(Cause::from(*c)))
+    }
 }
 
 /// Trims, then checks: reason present and not too long, reference and request id bounded,
@@ -147,6 +192,9 @@ impl ActionRequest {
         if self.fence && kind != ActionKind::Requeue {
             return Err(ParamError::new("fence", "only a re-queue fences a lease holder"));
         }
+        if self.retry_deterministic && kind != ActionKind::Requeue {
+            return Err(ParamError::new("retry_deterministic", "only a re-queue retries a task"));
+        }
         if matches!(self.run_id, Some(id) if id <= 0) {
             return Err(ParamError::new("run_id", "must be a positive id"));
         }
@@ -193,6 +241,9 @@ pub enum RefusalCode {
     /// Bulk: the set has unsafe tasks and the operator did not acknowledge that their effects
     /// may run again.
     UnsafeNotAcknowledged,
+    /// Re-queue of a task whose last run failed with a deterministic cause ([`RetryPolicy`])
+    /// without `retry_deterministic`: it would fail the same way.
+    DeterministicFailure,
 }
 
 impl RefusalCode {
@@ -208,6 +259,7 @@ impl RefusalCode {
             RefusalCode::PreviewChanged => "preview_changed",
             RefusalCode::TooMany => "too_many",
             RefusalCode::UnsafeNotAcknowledged => "unsafe_not_acknowledged",
+            RefusalCode::DeterministicFailure => "deterministic_failure",
         }
     }
 }
@@ -248,6 +300,9 @@ pub struct TaskRef {
     pub owner: Option<String>,
     pub lease_epoch: i64,
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The cause its newest run failed with, when that run failed (not lost its lease).
+    #[serde(default)]
+    pub last_failure: Option<ErrorCause>,
 }
 
 impl TaskRef {
@@ -264,6 +319,10 @@ pub struct BulkPreview {
     pub tasks: Vec<TaskRef>,
     /// Held by a live lease: skipped unless the operator fences them.
     pub live: Vec<TaskRef>,
+    /// Their newest run failed with a deterministic cause ([`RetryPolicy`]): they would fail
+    /// the same way, so they are left out unless the operator includes them.
+    #[serde(default)]
+    pub deterministic: Vec<TaskRef>,
     /// Completed since the matching run: a filter's sweep leaves them alone.
     pub skipped_completed: i64,
     /// Completed tasks an explicit selection re-queues (they will run again).
@@ -278,6 +337,24 @@ pub struct BulkPreview {
     /// merely as large. See [`preview_token`].
     #[serde(default)]
     pub token: String,
+}
+
+/// What a bulk re-queue takes that it would otherwise leave out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkOptions {
+    /// Tasks held by a live lease (their workers are fenced).
+    #[serde(default)]
+    pub fence: bool,
+    /// Tasks whose newest run failed with a deterministic cause (the operator fixed it).
+    #[serde(default)]
+    pub include_deterministic: bool,
+}
+
+impl BulkOptions {
+    /// Live leases taken, deterministic failures left out.
+    pub fn fenced() -> BulkOptions {
+        BulkOptions { fence: true, include_deterministic: false }
+    }
 }
 
 /// `operator_actions.outcome` of an applied action.
@@ -332,6 +409,10 @@ pub struct BulkRequeueRequest {
     pub acknowledge_unsafe: bool,
     #[serde(default)]
     pub fence: bool,
+    /// Re-queue tasks whose newest run failed with a deterministic cause too (left out
+    /// otherwise; the preview lists them under `deterministic`).
+    #[serde(default)]
+    pub include_deterministic: bool,
     /// Instead of the query-string filter: exactly these tasks (a selection).
     #[serde(default)]
     pub task_ids: Option<Vec<i64>>,
@@ -340,6 +421,11 @@ pub struct BulkRequeueRequest {
 }
 
 impl BulkRequeueRequest {
+    /// What this confirmation takes beyond the default.
+    pub fn options(&self) -> BulkOptions {
+        BulkOptions { fence: self.fence, include_deterministic: self.include_deterministic }
+    }
+
     pub fn validate(mut self) -> Result<BulkRequeueRequest, ParamError> {
         let single = ActionRequest {
             reason: std::mem::take(&mut self.reason),
@@ -410,6 +496,15 @@ pub fn compensable(runs: &[Run], effects: &[Effect], tokens: &Tokens) -> bool {
         || runs
             .iter()
             .any(|r| r.state == RunState::LostLease && effects.iter().any(|e| e.lease_epoch == r.lease_epoch))
+}
+
+/// Why a re-queue of a task whose last run failed with `cause` would not help, and how to
+/// insist (the page, the API and the CLI say the same).
+pub fn doomed_retry_message(task_id: i64, cause: ErrorCause) -> String {
+    format!(
+        "task {task_id}'s last run failed with {}, which fails the same way when the task runs again unchanged. Fix what caused it first (a smaller input, a larger context), then re-queue with retry_deterministic (the page's \"the cause is fixed\" box, the CLI's --retry-deterministic).",
+        cause.as_str()
+    )
 }
 
 /// "1 task", "37 tasks".
@@ -499,15 +594,21 @@ pub enum BulkSelection {
 /// `refs` holds up to `BULK_MAX + 1` tasks (one more says "too many"). A filter's sweep skips
 /// tasks that completed since their failure; an explicit selection (ticked rows) re-queues
 /// them, as the task page would — the preview counts them so the operator sees it.
+///
+/// A task whose newest run failed with a deterministic cause (`retry`) is listed under
+/// `deterministic` and re-queued only with `options.include_deterministic`, whichever way it
+/// was selected (a ticked row is still a retry that cannot work).
 pub fn classify(
     refs: Vec<TaskRef>,
     selection: &BulkSelection,
-    fence: bool,
+    options: BulkOptions,
+    retry: &RetryPolicy,
     now: DateTime<Utc>,
 ) -> BulkPreview {
     let explicit = matches!(selection, BulkSelection::Tasks(_));
     let mut preview = BulkPreview { too_many: refs.len() > BULK_MAX, ..Default::default() };
     for r in refs.into_iter().take(BULK_MAX) {
+        let doomed = r.last_failure.is_some_and(|c| retry.deterministic.contains(&c));
         match r.status.as_str() {
             "completed" if explicit => {
                 preview.rerun_completed += 1;
@@ -516,16 +617,22 @@ pub fn classify(
             "completed" => preview.skipped_completed += 1,
             "queued" => preview.skipped_queued += 1,
             _ if r.lease_live(now) => {
-                if fence {
+                if options.fence {
                     preview.tasks.push(r.clone());
                 }
                 preview.live.push(r);
+            }
+            _ if doomed => {
+                if options.include_deterministic {
+                    preview.tasks.push(r.clone());
+                }
+                preview.deterministic.push(r);
             }
             _ => preview.tasks.push(r),
         }
     }
     preview.unsafe_count = preview.tasks.iter().filter(|t| t.safety == "unsafe").count() as i64;
-    preview.token = preview_token(&preview.tasks, fence);
+    preview.token = preview_token(&preview.tasks, options.fence);
     preview
 }
 
@@ -541,6 +648,8 @@ pub struct Decision<'a> {
     pub compensable: bool,
     pub latest_run: Option<&'a Run>,
     pub latest_action: Option<&'a OperatorAction>,
+    /// Which failure causes a re-queue cannot fix.
+    pub retry: &'a RetryPolicy,
 }
 
 impl Decision<'_> {
@@ -592,6 +701,14 @@ impl Decision<'_> {
                             task.id, task.lease_epoch
                         ),
                     );
+                }
+                if let Some(cause) = self.retry.doomed_by(self.latest_run) {
+                    if !self.request.retry_deterministic {
+                        return refuse(
+                            RefusalCode::DeterministicFailure,
+                            doomed_retry_message(task.id, cause),
+                        );
+                    }
                 }
             }
             ActionKind::Compensate => {
@@ -779,9 +896,37 @@ mod tests {
             error: None,
             error_detail: None,
             completion_rows: None,
+            trace_id: None,
             state: RunState::Running,
             cause: None,
         }
+    }
+
+    #[test]
+    fn a_retry_policy_names_the_causes_a_rerun_cannot_fix() {
+        assert_eq!(RetryPolicy::default().deterministic, [ErrorCause::ContextOverflow]);
+        assert_eq!(
+            RetryPolicy::parse(" timeout ,context_overflow,timeout").unwrap().deterministic,
+            [ErrorCause::Timeout, ErrorCause::ContextOverflow]
+        );
+        assert!(RetryPolicy::parse("none").unwrap().deterministic.is_empty());
+        assert!(RetryPolicy::parse("").unwrap().deterministic.is_empty());
+        assert!(RetryPolicy::parse("melted").is_err());
+
+        let failed = |cause: ErrorCause| Run {
+            state: RunState::Failed,
+            cause: Some(cause.into()),
+            error: Some(cause.as_str().into()),
+            ..run("w1", 1)
+        };
+        let policy = RetryPolicy::default();
+        assert_eq!(
+            policy.doomed_by(Some(&failed(ErrorCause::ContextOverflow))),
+            Some(ErrorCause::ContextOverflow)
+        );
+        assert_eq!(policy.doomed_by(Some(&failed(ErrorCause::Timeout))), None);
+        assert_eq!(policy.doomed_by(Some(&run("w1", 1))), None, "a running run dooms nothing");
+        assert_eq!(policy.doomed_by(None), None);
     }
 
     #[test]
@@ -891,6 +1036,7 @@ mod tests {
             owner: None,
             lease_epoch: epoch,
             lease_expires_at: None,
+            last_failure: None,
         };
         let token = preview_token(&[r(1, 2), r(5, 1)], false);
         assert_eq!(token, preview_token(&[r(5, 1), r(1, 2)], false), "order does not matter");

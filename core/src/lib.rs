@@ -6,14 +6,16 @@ pub mod action;
 pub mod auth;
 pub mod change;
 pub mod clock;
+pub mod export;
 pub mod model;
 pub mod query;
 pub mod state;
+pub mod trace;
 pub mod views;
 
 pub use action::{
-    ActionKind, ActionOutcome, ActionRequest, AuditFilter, AuditPage, BulkOutcome, BulkPreview,
-    BulkRequeueRequest, BulkSelection, Refusal, RefusalCode, TaskRef,
+    ActionKind, ActionOutcome, ActionRequest, AuditFilter, AuditPage, BulkOptions, BulkOutcome, BulkPreview,
+    BulkRequeueRequest, BulkSelection, Refusal, RefusalCode, RetryPolicy, TaskRef,
 };
 pub use auth::{Actor, Principal, Role};
 pub use change::Change;
@@ -21,4 +23,5 @@ pub use clock::{read_now, write_now};
 pub use model::*;
 pub use query::{Cursor, PageRequest, ParamError, RunFilter};
 pub use state::{run_state, trim_token, Cause, ErrorCause, RunFacts, RunState, Tokens, UnknownValue};
+pub use trace::TraceLinks;
 pub use views::*;

@@ -91,6 +91,10 @@ pub struct Run {
     pub error: Option<String>,
     pub error_detail: Option<String>,
     pub completion_rows: Option<i32>,
+    /// The run's trace in an external tracer, when the runner gave one (docs/contract.md,
+    /// "Trace ids"); the server turns it into a link ([`crate::trace::TraceLinks`]).
+    #[serde(default)]
+    pub trace_id: Option<String>,
     pub state: RunState,
     pub cause: Option<Cause>,
 }

@@ -182,6 +182,7 @@ mod tests {
             error: error.map(str::to_string),
             error_detail: None,
             completion_rows: Some(1),
+            trace_id: None,
             state,
             cause: None,
         }

@@ -15,6 +15,9 @@ pub enum RunnerError {
     /// The run was already finished: a lease is finished at most once.
     #[error("run {0} was already finished")]
     AlreadyFinished(i64),
+    /// A trace id outside the contract's rule (`lastword_core::trace::check_trace_id`).
+    #[error("{0}")]
+    BadTraceId(#[from] lastword_core::trace::BadTraceId),
 }
 
 impl RunnerError {

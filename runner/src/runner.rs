@@ -322,6 +322,21 @@ impl Runner {
         })
     }
 
+    /// Stores the id of this run's trace in an external tracer (Langfuse, LangSmith, an
+    /// OpenTelemetry backend) on the run, so the dashboard can link to it. Call it as soon as
+    /// the work has a trace — a run that hangs and dies is the one whose trace matters — at any
+    /// time before or after the finish; a second call replaces the id. Refused before any write
+    /// when the id is not a token of at most 128 characters (`lastword_core::trace`).
+    #[tracing::instrument(skip(self, lease), fields(worker = %self.worker, task_id = lease.task_id, epoch = lease.epoch))]
+    pub async fn set_trace_id(&self, lease: &Lease, trace_id: &str) -> Result<()> {
+        lastword_core::trace::check_trace_id(trace_id)?;
+        in_tx!(&self.db, |tx| {
+            sqlx::query(sql::SET_TRACE_ID).bind(lease.run_id).bind(trace_id).execute(&mut *tx).await?;
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
     /// Records a side effect in the outbox under this run's fencing token. Always recorded — it
     /// documents what ran, even under a lost lease — and idempotent per (run, key): recording
     /// the same key again returns the existing row. Record it *before* finishing.

@@ -60,6 +60,10 @@ pub const FINISH_RUN: &str =
     "UPDATE runs SET finished_at = $2, output = $3, error = $4, error_detail = $5, completion_rows = $6
 WHERE id = $1 AND finished_at IS NULL";
 
+/// Trace id (optional, at any time during or after the run): `$1` run id, `$2` the trace id.
+pub const SET_TRACE_ID: &str = "UPDATE runs SET trace_id = $2
+WHERE id = $1";
+
 /// Effect, step 1: `$1` run id, `$2` task id, `$3` the run's epoch, `$4` effect kind,
 /// `$5` idempotency key, `$6` now. No row returned: this run recorded that key already.
 pub const EFFECT_INSERT: &str =
@@ -124,6 +128,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("CURRENT_HOLDER", CURRENT_HOLDER),
     ("FINISH_RUN", FINISH_RUN),
     ("EFFECT_INSERT", EFFECT_INSERT),
+    ("SET_TRACE_ID", SET_TRACE_ID),
     ("EFFECT_EXISTING", EFFECT_EXISTING),
     ("LEASE_CURRENT", LEASE_CURRENT),
 ];

@@ -506,11 +506,13 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     }
     let timeouts = BulkSelection::Filter(RunFilter { causes: vec![Cause::Timeout], ..Default::default() });
 
-    let preview = f.store.requeue_preview(&timeouts, false, f.now()).await.unwrap();
+    let preview =
+        f.store.requeue_preview(&timeouts, lastword_core::BulkOptions::default(), f.now()).await.unwrap();
     assert_eq!(preview.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), dead);
     assert_eq!(preview.live.iter().map(|t| t.id).collect::<Vec<_>>(), vec![live]);
     assert_eq!((preview.skipped_completed, preview.skipped_queued, preview.too_many), (1, 0, false));
-    let fenced = f.store.requeue_preview(&timeouts, true, f.now()).await.unwrap();
+    let fenced =
+        f.store.requeue_preview(&timeouts, lastword_core::BulkOptions::fenced(), f.now()).await.unwrap();
     assert_eq!(fenced.tasks.len(), 4);
 
     // Confirmed with a count that is no longer true: refused, nothing changes.
@@ -550,7 +552,8 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     assert_eq!(lease.task_id, moved);
     let failed = Outcome::Failed { cause: ErrorCause::Timeout, detail: "again".into() };
     f.runner("w5").finish(lease, failed).await.unwrap();
-    let again = f.store.requeue_preview(&timeouts, false, f.now()).await.unwrap();
+    let again =
+        f.store.requeue_preview(&timeouts, lastword_core::BulkOptions::default(), f.now()).await.unwrap();
     assert_eq!(again.tasks.len(), preview.tasks.len(), "as many tasks as before");
     assert_ne!(again.token, preview.token);
     let same_count = BulkRequeueRequest { expected_count: Some(3), ..stale.clone() };
@@ -599,14 +602,26 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
 
     // An explicit selection re-queues a completed task too (a filter's sweep skips it), and
     // its preview says so.
-    let explicit =
-        f.store.requeue_preview(&BulkSelection::Tasks(vec![completed]), false, f.now()).await.unwrap();
+    let explicit = f
+        .store
+        .requeue_preview(
+            &BulkSelection::Tasks(vec![completed]),
+            lastword_core::BulkOptions::default(),
+            f.now(),
+        )
+        .await
+        .unwrap();
     assert_eq!(explicit.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), vec![completed]);
     assert_eq!((explicit.rerun_completed, explicit.skipped_completed), (1, 0));
 
     // A selection by ids works the same way.
     let selection = BulkSelection::Tasks(vec![live]);
-    let token = f.store.requeue_preview(&selection, true, f.now()).await.unwrap().token;
+    let token = f
+        .store
+        .requeue_preview(&selection, lastword_core::BulkOptions::fenced(), f.now())
+        .await
+        .unwrap()
+        .token;
     let request = BulkRequeueRequest {
         reason: "fence it".into(),
         expected_count: Some(1),
@@ -632,7 +647,8 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     let failed = Outcome::Failed { cause: ErrorCause::ApiError, detail: "503".into() };
     f.runner("w6").finish(lease, failed).await.unwrap();
     let selection = BulkSelection::Tasks(vec![risky]);
-    let preview = f.store.requeue_preview(&selection, false, f.now()).await.unwrap();
+    let preview =
+        f.store.requeue_preview(&selection, lastword_core::BulkOptions::default(), f.now()).await.unwrap();
     assert_eq!(preview.unsafe_count, 1);
     let unacknowledged = BulkRequeueRequest {
         reason: "retry".into(),
@@ -673,7 +689,11 @@ async fn a_filter_selecting_too_many_tasks_is_refused(db: Db) {
     for _ in &ids {
         f.task(Safety::Idempotent).await;
     }
-    let preview = f.store.requeue_preview(&BulkSelection::Tasks(ids.clone()), false, f.now()).await.unwrap();
+    let preview = f
+        .store
+        .requeue_preview(&BulkSelection::Tasks(ids.clone()), lastword_core::BulkOptions::default(), f.now())
+        .await
+        .unwrap();
     assert!(preview.too_many);
     let request = BulkRequeueRequest {
         reason: "all".into(),
@@ -716,6 +736,108 @@ async fn the_audit_trail_filters_by_actor_action_and_time_and_pages(db: Db) {
     assert_eq!(page.actions.len(), 3);
 }
 
+/// A task whose last run failed with a deterministic cause (`context_overflow` by default)
+/// is not re-queued unless the operator says the cause was fixed: the refusal is audited and
+/// changes nothing; other causes re-queue as before; the policy is the store's to configure.
+async fn a_retry_that_cannot_work_needs_the_operator_to_say_the_cause_is_fixed(db: Db) {
+    let f = Fixture::new(db.clone());
+    let fail_with = |cause: ErrorCause| {
+        let f = &f;
+        async move {
+            let kind = format!("overflow-{}", rand_suffix());
+            let id = f.task_of(&kind, Safety::Idempotent, 1).await;
+            let lease = f.runner("w1").claim(Some(&[kind])).await.unwrap().unwrap();
+            let failed = Outcome::Failed { cause, detail: "prompt of 210 000 tokens".into() };
+            f.runner("w1").finish(lease, failed).await.unwrap();
+            assert_eq!(f.row(id).await.status, "dead");
+            id
+        }
+    };
+    let doomed = fail_with(ErrorCause::ContextOverflow).await;
+    let (code, message, task) = refusal(f.act(doomed, ActionKind::Requeue, requeue(1), "alice").await);
+    assert_eq!(code, RefusalCode::DeterministicFailure);
+    assert!(message.contains("context_overflow") && message.contains("retry_deterministic"), "{message}");
+    assert_eq!((task.status.as_str(), task.lease_epoch), ("dead", 1));
+    assert_eq!(f.row(doomed).await, task, "nothing changed");
+    assert_eq!(f.refusals(doomed).await, ["refused:deterministic_failure"]);
+
+    let insist = ActionRequest { retry_deterministic: true, ..requeue(1) };
+    let (task, action) = applied(f.act(doomed, ActionKind::Requeue, insist, "alice").await);
+    assert_eq!((task.status.as_str(), task.lease_epoch, action.epoch_after), ("queued", 2, Some(2)));
+
+    // A timeout may well pass next time: no question asked.
+    let flaky = fail_with(ErrorCause::Timeout).await;
+    applied(f.act(flaky, ActionKind::Requeue, requeue(1), "alice").await);
+
+    // `retry_deterministic` only means something on a re-queue.
+    let bad = ActionRequest { retry_deterministic: true, reason: "x".into(), ..Default::default() };
+    assert_eq!(bad.validate(ActionKind::Compensate).unwrap_err().param, "retry_deterministic");
+
+    // A fleet that calls timeouts deterministic, and one that calls nothing so.
+    let strict = lastword_store::store_with_policy(
+        db.clone(),
+        Tokens::default(),
+        lastword_core::RetryPolicy::parse("timeout, context_overflow").unwrap(),
+    );
+    let timed_out = fail_with(ErrorCause::Timeout).await;
+    let request = requeue(1).validate(ActionKind::Requeue).unwrap();
+    let outcome =
+        strict.act(timed_out, ActionKind::Requeue, &request, &Actor::cli("ops"), f.now()).await.unwrap();
+    assert_eq!(refusal(outcome.unwrap()).0, RefusalCode::DeterministicFailure);
+    let lenient = lastword_store::store_with_policy(
+        db,
+        Tokens::default(),
+        lastword_core::RetryPolicy::parse("none").unwrap(),
+    );
+    let overflowed = fail_with(ErrorCause::ContextOverflow).await;
+    let outcome =
+        lenient.act(overflowed, ActionKind::Requeue, &request, &Actor::cli("ops"), f.now()).await.unwrap();
+    applied(outcome.unwrap());
+
+    // A bulk re-queue leaves the doomed out unless asked, and says how many, whichever way the
+    // tasks were chosen.
+    let overflow = fail_with(ErrorCause::ContextOverflow).await;
+    let timeout = fail_with(ErrorCause::Timeout).await;
+    for selection in [
+        BulkSelection::Tasks(vec![overflow, timeout]),
+        BulkSelection::Filter(RunFilter {
+            task_id: Some(overflow),
+            ..RunFilter::default().failures_unless_narrowed()
+        }),
+    ] {
+        let preview = f
+            .store
+            .requeue_preview(&selection, lastword_core::BulkOptions::default(), f.now())
+            .await
+            .unwrap();
+        let ids = |refs: &[lastword_core::TaskRef]| refs.iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(ids(&preview.deterministic), [overflow], "{preview:?}");
+        assert_eq!(preview.deterministic[0].last_failure, Some(ErrorCause::ContextOverflow));
+        assert!(!ids(&preview.tasks).contains(&overflow), "{preview:?}");
+        let with = lastword_core::BulkOptions { include_deterministic: true, ..Default::default() };
+        let included = f.store.requeue_preview(&selection, with, f.now()).await.unwrap();
+        assert!(ids(&included.tasks).contains(&overflow) && ids(&included.deterministic) == [overflow]);
+        assert_ne!(preview.token, included.token, "the token names the set");
+    }
+    let selection = BulkSelection::Tasks(vec![overflow, timeout]);
+    let preview =
+        f.store.requeue_preview(&selection, lastword_core::BulkOptions::default(), f.now()).await.unwrap();
+    let request = BulkRequeueRequest {
+        reason: "API recovered".into(),
+        preview_token: Some(preview.token.clone()),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    match f.store.bulk_requeue(&selection, &request, &Actor::cli("ops"), f.now()).await.unwrap() {
+        BulkOutcome::Applied { actions } => {
+            assert_eq!(actions.iter().map(|a| a.task_id).collect::<Vec<_>>(), [timeout])
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.row(overflow).await.status, "dead", "left out");
+}
+
 lastword_store::on_every_backend!(
     requeue_of_a_live_lease_is_refused_unless_fenced_and_fencing_rejects_the_holder,
     a_stale_view_is_refused_with_what_changed_and_nothing_changes,
@@ -727,4 +849,5 @@ lastword_store::on_every_backend!(
     bulk_requeue_applies_the_previewed_set_once,
     a_filter_selecting_too_many_tasks_is_refused,
     the_audit_trail_filters_by_actor_action_and_time_and_pages,
+    a_retry_that_cannot_work_needs_the_operator_to_say_the_cause_is_fixed,
 );

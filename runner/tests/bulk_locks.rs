@@ -41,7 +41,8 @@ async fn a_500_task_bulk_requeue_leaves_live_workers_heartbeating(db: Db, backen
     let mut lease = worker.claim(Some(&["live".to_string()])).await.unwrap().expect("the live task");
 
     let selection = BulkSelection::Tasks(ids.clone());
-    let preview = store.requeue_preview(&selection, false, Utc::now()).await.unwrap();
+    let preview =
+        store.requeue_preview(&selection, lastword_core::BulkOptions::default(), Utc::now()).await.unwrap();
     assert_eq!(preview.tasks.len(), BULK_MAX);
     let request = BulkRequeueRequest {
         reason: "sweep".into(),

@@ -251,6 +251,15 @@ impl Driver {
                     self.effects.insert(name.to_string(), recorded.id);
                 }
             }
+            "trace" => {
+                let (worker, lease) = self.lease(text(step, "lease")).clone();
+                let observed = match self.runner(&worker).set_trace_id(&lease, text(step, "trace_id")).await {
+                    Ok(()) => json!({"written": true}),
+                    Err(RunnerError::BadTraceId(_)) => json!({"error": "bad_trace_id"}),
+                    Err(e) => panic!("{ctx}: set_trace_id failed: {e}"),
+                };
+                self.check(ctx, expect.expect("a trace step says what it expects"), &observed);
+            }
             "requeue" => {
                 // The dashboard's own action, guarded by the epoch the operator saw.
                 let id = self.task_id(text(step, "task"));
@@ -328,6 +337,7 @@ impl Driver {
                         "error": run.error,
                         "error_detail": run.error_detail,
                         "completion_rows": run.completion_rows,
+                        "trace_id": run.trace_id,
                         "state": run.state.as_str(),
                     });
                     self.check(&format!("{ctx}, run {i}"), want, &observed);
@@ -403,6 +413,7 @@ fn the_plan_covers_what_the_contract_promises() {
         "heartbeat",
         "finish",
         "effect",
+        "trace",
         "requeue",
         "check_runs",
         "check_effects",

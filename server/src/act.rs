@@ -12,7 +12,8 @@ use clap::Args;
 use lastword_core::action::{count_tasks, fmt_time, parse_audit_query};
 use lastword_core::query::parse_bulk_filter;
 use lastword_core::{
-    ActionKind, ActionOutcome, ActionRequest, Actor, BulkOutcome, BulkRequeueRequest, BulkSelection,
+    ActionKind, ActionOutcome, ActionRequest, Actor, BulkOptions, BulkOutcome, BulkRequeueRequest,
+    BulkSelection,
 };
 use lastword_store::Store;
 use std::process::ExitCode;
@@ -58,6 +59,11 @@ pub struct RequeueArgs {
     /// Take the task from a worker holding a live lease (that worker is fenced).
     #[arg(long)]
     pub fence: bool,
+    /// Re-queue although the last run failed with a deterministic cause (context_overflow by
+    /// default, `--deterministic-causes`): you fixed what made it fail. With --filter, include
+    /// such tasks (left out otherwise).
+    #[arg(long)]
+    pub retry_deterministic: bool,
     /// Bulk: the failures page's query string, e.g. 'cause=timeout&since=1h'; as on the page,
     /// no state and no cause selects failures only.
     #[arg(long, conflicts_with_all = ["task", "expected_epoch", "expected_status"])]
@@ -153,7 +159,8 @@ pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<Exi
         let filter = parse_bulk_filter(&pairs(query), now()).map_err(|e| anyhow::anyhow!("--filter: {e}"))?;
         let selection = BulkSelection::Filter(filter);
         let Some(expected) = args.expect else {
-            let preview = store.requeue_preview(&selection, args.fence, now()).await?;
+            let options = BulkOptions { fence: args.fence, include_deterministic: args.retry_deterministic };
+            let preview = store.requeue_preview(&selection, options, now()).await?;
             if args.who.json {
                 println!("{}", serde_json::to_string_pretty(&preview)?);
             } else {
@@ -166,6 +173,17 @@ pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<Exi
                     preview.live.len(),
                     if args.fence { " (fenced, included)" } else { " (add --fence to include)" }
                 );
+                if !preview.deterministic.is_empty() {
+                    println!(
+                        "{} whose last run failed with a cause a re-run does not fix{}",
+                        count_tasks(preview.deterministic.len() as i64),
+                        if args.retry_deterministic {
+                            " (included)"
+                        } else {
+                            ": left out (add --retry-deterministic to include)"
+                        }
+                    );
+                }
                 if preview.too_many {
                     println!("more than {} tasks match: narrow the filter", lastword_core::action::BULK_MAX);
                 } else {
@@ -184,6 +202,7 @@ pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<Exi
             preview_token: Some(expected),
             acknowledge_unsafe: args.unsafe_ok,
             fence: args.fence,
+            include_deterministic: args.retry_deterministic,
             task_ids: None,
             request_id: args.request_id,
         }
@@ -219,6 +238,7 @@ pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<Exi
         expected_status: args.expected_status,
         fence: args.fence,
         request_id: args.request_id,
+        retry_deterministic: args.retry_deterministic,
         ..Default::default()
     }
     .validate(ActionKind::Requeue)?;

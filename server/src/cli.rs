@@ -46,6 +46,13 @@ pub struct GlobalArgs {
     /// The output a healthy tick ends with when there was nothing to do.
     #[arg(long, env = "LASTWORD_SKIP_TOKEN", default_value = "skip", global = true)]
     pub skip_token: String,
+
+    /// Failure causes a re-run cannot fix (comma-separated; `none` for none): re-queueing a task
+    /// whose last run failed so needs --retry-deterministic (the page asks, the API wants
+    /// `retry_deterministic`), and a bulk re-queue by filter leaves such tasks out.
+    #[arg(long, env = "LASTWORD_DETERMINISTIC_CAUSES", default_value = "context_overflow", global = true,
+          value_parser = lastword_core::RetryPolicy::parse)]
+    pub deterministic_causes: lastword_core::RetryPolicy,
 }
 
 impl GlobalArgs {
@@ -99,9 +106,24 @@ pub enum Command {
     Compensate(crate::act::CompensateArgs),
     /// Print the audit trail of operator actions, newest first.
     Audit(crate::act::AuditArgs),
+    /// Print a task's whole story (attempts, outputs, effects, audit) as Markdown for a ticket or
+    /// postmortem, or as JSON.
+    Export(ExportArgs),
     /// Delete settled history older than an age, in small batches the fleet does not notice
     /// (runs of tasks no worker holds, then tasks with nothing left; the audit trail is kept).
     Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The task's id.
+    pub task: i64,
+    /// `md` (Markdown) or `json`.
+    #[arg(long, default_value = "md", value_parser = ["md", "json"])]
+    pub format: String,
+    /// Link trace ids with this template, as `serve --trace-url-template` does.
+    #[arg(long, env = "LASTWORD_TRACE_URL_TEMPLATE", value_parser = parse_trace_links)]
+    pub trace_url_template: Option<lastword_core::TraceLinks>,
 }
 
 #[derive(Debug, Args)]
@@ -161,6 +183,11 @@ pub struct ServeArgs {
     #[arg(long, env = "DATABASE_READ_URL", hide_env_values = true)]
     pub database_read_url: Option<String>,
 
+    /// Links every run that has a trace id to its trace: an http(s) URL with `{trace_id}` in
+    /// it, e.g. `https://tempo.example/trace/{trace_id}` (docs/contract.md, "Trace ids").
+    #[arg(long, env = "LASTWORD_TRACE_URL_TEMPLATE", value_parser = parse_trace_links)]
+    pub trace_url_template: Option<lastword_core::TraceLinks>,
+
     /// Also run the simulated fleet in this process, so the dashboard has live data.
     #[arg(long, env = "LASTWORD_DEMO")]
     pub demo: bool,
@@ -170,6 +197,10 @@ pub struct ServeArgs {
 
     #[command(flatten, next_help_heading = "Authentication (docs/auth.md)")]
     pub auth: crate::auth::config::AuthArgs,
+}
+
+fn parse_trace_links(template: &str) -> Result<lastword_core::TraceLinks, String> {
+    lastword_core::TraceLinks::parse(template)
 }
 
 /// Runs the command; the exit status is `SUCCESS` unless a command has its own (the actions
@@ -186,12 +217,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     }
     let target = cli.global.db_target()?;
     let tokens = cli.global.tokens()?;
+    let retry = cli.global.deterministic_causes.clone();
     match cli.command {
         Command::Migrate => {
             tracing::info!(database = %target.redacted(), "applying migrations");
-            let store = lastword_store::open(&target, tokens)
-                .await
-                .with_context(|| format!("migrating {}", target.redacted()))?;
+            let store = open(&target, tokens, retry).await?;
             let readiness = store.readiness().await;
             anyhow::ensure!(
                 readiness.is_ready(),
@@ -201,16 +231,39 @@ pub async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             println!("migrations applied ({})", target.redacted());
             Ok(ok)
         }
-        Command::Serve(args) => crate::serve::serve(target, tokens, args).await.map(|()| ok),
+        Command::Serve(args) => crate::serve::serve(target, tokens, retry, args).await.map(|()| ok),
         Command::Demo(args) => crate::serve::demo(target, tokens, args.fleet).await.map(|()| ok),
-        Command::Requeue(args) => crate::act::requeue(open(&target, tokens).await?.as_ref(), args).await,
-        Command::Compensate(args) => {
-            crate::act::compensate(open(&target, tokens).await?.as_ref(), args).await
+        Command::Requeue(args) => {
+            crate::act::requeue(open(&target, tokens, retry).await?.as_ref(), args).await
         }
-        Command::Audit(args) => crate::act::audit(open(&target, tokens).await?.as_ref(), args).await,
-        Command::Prune(args) => prune(open(&target, tokens).await?.as_ref(), args).await.map(|()| ok),
+        Command::Compensate(args) => {
+            crate::act::compensate(open(&target, tokens, retry).await?.as_ref(), args).await
+        }
+        Command::Audit(args) => crate::act::audit(open(&target, tokens, retry).await?.as_ref(), args).await,
+        Command::Export(args) => export(open(&target, tokens, retry).await?.as_ref(), args).await,
+        Command::Prune(args) => prune(open(&target, tokens, retry).await?.as_ref(), args).await.map(|()| ok),
         Command::HashPassword | Command::NewToken(_) => unreachable!("handled above"),
     }
+}
+
+/// `lastword export`: the task's story on stdout; exit 1 (a message on stderr) for no such task.
+async fn export(
+    store: &dyn lastword_store::Store,
+    args: ExportArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let Some(detail) =
+        store.task_detail(args.task, lastword_core::read_now()).await.context("reading the task")?
+    else {
+        eprintln!("no task {}", args.task);
+        return Ok(std::process::ExitCode::FAILURE);
+    };
+    if args.format == "json" {
+        println!("{}", serde_json::to_string_pretty(&detail)?);
+    } else {
+        let links = args.trace_url_template.as_ref();
+        print!("{}", lastword_core::export::task_markdown(&detail, links, lastword_core::write_now()));
+    }
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// `lastword prune`: batches until nothing older is left, with progress on stderr.
@@ -236,8 +289,11 @@ async fn prune(store: &dyn lastword_store::Store, args: PruneArgs) -> anyhow::Re
 async fn open(
     target: &DbTarget,
     tokens: Tokens,
+    retry: lastword_core::RetryPolicy,
 ) -> anyhow::Result<std::sync::Arc<dyn lastword_store::Store>> {
-    lastword_store::open(target, tokens).await.with_context(|| format!("opening {}", target.redacted()))
+    lastword_store::open_with_policy(target, tokens, retry)
+        .await
+        .with_context(|| format!("opening {}", target.redacted()))
 }
 
 /// `lastword hash-password`: the first line of stdin (so `echo … |` and a typed password both

@@ -30,6 +30,7 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
     let routes = generate_route_list(App);
     let store = state.store.clone();
     let live = state.live.clone();
+    let site = state.site.clone();
     let options = state.leptos_options.clone();
     let bundle_cache = assets::BundleCache::new(&options);
     let sessions = state.auth.sessions.as_ref().map(|s| s.layer(state.auth.cookie_secure));
@@ -48,6 +49,7 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
             move || {
                 security::provide_page_nonce();
                 provide_context(store.clone());
+                provide_context(site.clone());
                 // Where the page's live feed resumes from: the changes after the render.
                 provide_context(app::live::LiveSnapshot {
                     cursor: live.watermark(),

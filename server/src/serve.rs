@@ -7,11 +7,16 @@ use lastword_core::Tokens;
 use lastword_sim::FleetConfig;
 use lastword_store::DbTarget;
 
-pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow::Result<()> {
+pub async fn serve(
+    target: DbTarget,
+    tokens: Tokens,
+    retry: lastword_core::RetryPolicy,
+    args: ServeArgs,
+) -> anyhow::Result<()> {
     // Before anything else: local mode must not be reachable from the network.
     crate::auth::config::check_local_addr(args.auth.mode, args.addr).map_err(anyhow::Error::msg)?;
     tracing::info!(database = %target.redacted(), "opening database");
-    let store = lastword_store::open(&target, tokens)
+    let store = lastword_store::open_with_policy(&target, tokens, retry.clone())
         .await
         .with_context(|| format!("opening {}", target.redacted()))?;
     let auth = args.auth.build(args.addr, store.db()).await.context("authentication")?;
@@ -19,7 +24,9 @@ pub async fn serve(target: DbTarget, tokens: Tokens, args: ServeArgs) -> anyhow:
     let sweeper = auth.sessions.as_ref().map(|s| s.spawn_sweeper());
     let mut options = leptos_options();
     options.site_addr = args.addr;
-    let mut state = AppState::with_auth(options, store.clone(), auth);
+    let mut state = AppState::with_auth(options, store.clone(), auth)
+        .with_trace_links(args.trace_url_template.clone())
+        .with_retry_policy(retry);
     if let Some(url) = &args.database_read_url {
         let replica = DbTarget::resolve(Some(url), std::path::Path::new("."))?;
         tracing::info!(replica = %replica.redacted(), "reading pages from a replica");

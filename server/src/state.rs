@@ -31,6 +31,9 @@ pub struct AppState {
     pub live: LiveHub,
     /// Who may use the dashboard and how they are recognised (docs/auth.md).
     pub auth: Arc<Auth>,
+    /// What pages need of the configuration (trace links), provided to every render and
+    /// server function.
+    pub site: app::site::SiteSettings,
 }
 
 impl AppState {
@@ -60,11 +63,25 @@ impl AppState {
             request_timeout: crate::routes::REQUEST_TIMEOUT,
             live,
             auth: Arc::new(Auth::local()),
+            site: app::site::SiteSettings::default(),
         }
     }
 }
 
 impl AppState {
+    /// Runs with a trace id link to `links`' tracer (`--trace-url-template`).
+    pub fn with_trace_links(mut self, links: Option<lastword_core::TraceLinks>) -> Self {
+        self.site.trace_links = links;
+        self
+    }
+
+    /// Tells the pages which failure causes a re-queue cannot fix, so they warn before the
+    /// store refuses (the store holds the same policy and decides).
+    pub fn with_retry_policy(mut self, retry: lastword_core::RetryPolicy) -> Self {
+        self.site.retry = retry;
+        self
+    }
+
     pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.request_timeout = timeout;
         self

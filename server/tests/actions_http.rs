@@ -807,7 +807,12 @@ async fn bulk_requeue_previews_confirms_and_refuses_a_changed_preview(db: Db) {
 
     // A selection by id, and not together with a filter.
     let single = lastword_core::BulkSelection::Tasks(vec![api_error]);
-    let single_token = f.store.requeue_preview(&single, false, f.past()).await.unwrap().token;
+    let single_token = f
+        .store
+        .requeue_preview(&single, lastword_core::BulkOptions::default(), f.past())
+        .await
+        .unwrap()
+        .token;
     let selection =
         json!({"reason": "one more", "expected_count": 1, "preview_token": single_token, "task_ids": [api_error]})
             .to_string();

@@ -574,6 +574,137 @@ async fn responses_are_compressed_except_the_live_stream(db: Db) {
     assert_eq!(header(&bundle, "cache-control").as_deref(), Some("no-cache"));
 }
 
+/// The request's answer with its headers, for the downloads.
+async fn download(api: &Api, uri: &str) -> (StatusCode, axum::http::HeaderMap, String) {
+    let response = api.app.clone().oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+    let (status, headers) = (response.status(), response.headers().clone());
+    let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await.unwrap();
+    (status, headers, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn header_of<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> &'a str {
+    headers.get(name).map(|v| v.to_str().unwrap()).unwrap_or_default()
+}
+
+/// A task's story as Markdown and JSON, a filtered list as CSV and NDJSON: downloads with the
+/// same content as the API's own answers, and every bad parameter a 400 before anything is sent.
+async fn exports_carry_the_story_and_the_list(db: Db) {
+    let sc = arrange(&db).await;
+    let api = Api::new(db);
+    let task = sc.double_task;
+
+    let (status, headers, md) = download(&api, &format!("/api/v1/tasks/{task}/export")).await;
+    assert_eq!(status, StatusCode::OK, "{md}");
+    assert!(header_of(&headers, "content-type").starts_with("text/markdown"));
+    assert_eq!(
+        header_of(&headers, "content-disposition"),
+        format!("attachment; filename=\"task-{task}.md\"")
+    );
+    assert!(md.starts_with(&format!("# Task #{task} — charge\\_card\n")), "{md}");
+    for needed in [
+        "**executed twice**",
+        "**needs compensation**",
+        "## Attempts (2)",
+        "| rejected (0 rows: lease lost) | lost_lease |",
+        "| accepted | acted |",
+        "| charge | charge-1 | 1 |",
+        "| charge | charge-1 | 2 |",
+        "## Audit trail (0)",
+    ] {
+        assert!(md.contains(needed), "{needed:?} missing from:\n{md}");
+    }
+    let (status, headers, json) = download(&api, &format!("/api/v1/tasks/{task}/export?format=json")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        header_of(&headers, "content-disposition"),
+        format!("attachment; filename=\"task-{task}.json\"")
+    );
+    let exported: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        exported,
+        api.ok(&format!("/api/v1/tasks/{task}")).await,
+        "the JSON export is the task's API answer"
+    );
+
+    let everything = api.all_runs("/api/v1/runs?limit=3").await;
+    let (status, headers, csv) = download(&api, "/api/v1/runs/export?format=csv").await;
+    assert_eq!(status, StatusCode::OK, "{csv}");
+    assert!(header_of(&headers, "content-type").starts_with("text/csv"));
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let columns: Vec<String> = reader.headers().unwrap().iter().map(str::to_string).collect();
+    assert_eq!(columns, lastword_server::api::export::CSV_COLUMNS);
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let csv_ids: Vec<i64> = rows.iter().map(|r| r[0].parse().unwrap()).collect();
+    assert_eq!(csv_ids, ids(&everything), "every run, newest first, as the list pages them");
+    assert_eq!(csv_ids.len() as i64, sc.total_runs);
+    let lost = rows.iter().find(|r| r[0] == sc.lost_run.to_string()).unwrap();
+    assert_eq!((&lost[5], &lost[7], &lost[8], &lost[13]), ("worker-a", "lost_lease", "lost_lease", "0"));
+
+    let (_, _, ndjson) = download(&api, "/api/v1/runs/export?format=ndjson&cause=timeout").await;
+    let lines: Vec<Value> = ndjson.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(ids(&lines), vec![sc.timeout_run], "{ndjson}");
+    assert_eq!(
+        lines[0],
+        api.ok("/api/v1/runs?cause=timeout").await["runs"][0],
+        "an NDJSON line is a /runs item"
+    );
+
+    let (_, _, two) = download(&api, "/api/v1/runs/export?format=csv&max=2").await;
+    assert_eq!(two.lines().count(), 3, "a header and the two newest: {two}");
+
+    let before = api.store.totals().await.unwrap();
+    for (uri, param) in [
+        (format!("/api/v1/tasks/{task}/export?format=pdf"), "format"),
+        (format!("/api/v1/tasks/{task}/export?format=md&format=json"), "format"),
+        (format!("/api/v1/tasks/{task}/export?x=1"), "x"),
+        ("/api/v1/tasks/zero/export".to_string(), "id"),
+        ("/api/v1/runs/export".to_string(), "format"),
+        ("/api/v1/runs/export?format=xlsx".to_string(), "format"),
+        ("/api/v1/runs/export?format=csv&format=csv".to_string(), "format"),
+        ("/api/v1/runs/export?format=csv&max=0".to_string(), "max"),
+        ("/api/v1/runs/export?format=csv&max=100001".to_string(), "max"),
+        ("/api/v1/runs/export?format=csv&limit=5".to_string(), "limit"),
+        ("/api/v1/runs/export?format=csv&cause=melted".to_string(), "cause"),
+    ] {
+        let (status, body) = api.json(&uri).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {body}");
+        assert_eq!(body["param"], param, "{uri}: {body}");
+    }
+    let (status, _) = api.json("/api/v1/tasks/99999999/export").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(api.store.totals().await.unwrap(), before, "nothing changed");
+}
+
+/// A list longer than one keyset page (500) comes out whole, each run once, and `max` cuts it.
+async fn a_long_export_pages_through_the_store(db: Db) {
+    use lastword_store::testing::{exec, insert_task};
+    let now = Utc::now() - Duration::minutes(5);
+    let task = insert_task(&db, "reply", "idempotent", now).await;
+    for epoch in 1..=1_203i64 {
+        let claimed = now + Duration::milliseconds(epoch);
+        exec(
+            &db,
+            "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at, finished_at, output, \
+             completion_rows) VALUES ($1, 'w', $2, $3, $3, $3, '=1+1', 1)",
+            &[task.into(), epoch.into(), claimed.into()],
+        )
+        .await;
+    }
+    let api = Api::new(db);
+    let (status, _, csv) = download(&api, "/api/v1/runs/export?format=csv&max=100000").await;
+    assert_eq!(status, StatusCode::OK);
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let mut epochs: Vec<i64> = rows.iter().map(|r| r[6].parse().unwrap()).collect();
+    assert_eq!(epochs.len(), 1_203);
+    assert!(epochs.windows(2).all(|w| w[0] > w[1]), "newest claim first");
+    epochs.dedup();
+    assert_eq!(epochs.len(), 1_203, "each run once");
+    assert_eq!(&rows[0][16], "'=1+1", "a formula is defused for spreadsheets");
+    let (_, _, cut) = download(&api, "/api/v1/runs/export?format=ndjson&max=700").await;
+    assert_eq!(cut.lines().count(), 700);
+}
+
 on_every_database!(
     responses_are_compressed_except_the_live_stream,
     runs_list_filters_and_pages,
@@ -582,6 +713,8 @@ on_every_database!(
     bad_parameters_are_400_naming_the_parameter,
     overview_workers_and_timeline,
     metrics_expose_the_series,
+    exports_carry_the_story_and_the_list,
+    a_long_export_pages_through_the_store,
 );
 
 mod simulated {

@@ -14,6 +14,7 @@ fn requeue_args(task: Option<i64>, epoch: Option<i64>) -> RequeueArgs {
         expected_epoch: epoch,
         expected_status: None,
         fence: false,
+        retry_deterministic: false,
         filter: None,
         expect: None,
         unsafe_ok: false,
@@ -84,7 +85,10 @@ async fn requeue_applies_once_and_a_stale_epoch_exits_3(db: Db) {
         lastword_core::query::parse_bulk_filter(&[("cause".into(), "timeout".into())], chrono::Utc::now())
             .unwrap(),
     );
-    let preview = store.requeue_preview(&selection, false, chrono::Utc::now()).await.unwrap();
+    let preview = store
+        .requeue_preview(&selection, lastword_core::BulkOptions::default(), chrono::Utc::now())
+        .await
+        .unwrap();
     let wrong = RequeueArgs { expect: Some("0000000000000000-1".into()), ..filter() };
     assert_eq!(act::requeue(store.as_ref(), wrong).await.unwrap(), ExitCode::from(3));
     assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions WHERE outcome = 'applied'", &[]).await, 1);

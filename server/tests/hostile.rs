@@ -215,13 +215,7 @@ async fn hostile_query_values_and_path_segments_get_a_clear_4xx_never_a_5xx(db: 
             );
         }
     }
-    println!(
-        "hostile GET cases on {}: {cases} sent, {} answered 5xx or without a clear error",
-        db.backend().as_str(),
-        failures.len()
-    );
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
-    assert_eq!(fingerprint(&db).await, before, "nothing changed");
+    conclude("GET", &db, cases, &failures, before).await;
 }
 
 async fn hostile_bodies_to_every_write_and_server_function_get_a_clear_4xx_never_a_5xx(db: Db) {
@@ -308,13 +302,18 @@ async fn hostile_bodies_to_every_write_and_server_function_get_a_clear_4xx_never
             }
         }
     }
+    conclude("body", &db, cases, &failures, before).await;
+}
+
+/// Prints the figure, then fails on any bad answer or on any change to the data.
+async fn conclude(what: &str, db: &Db, cases: usize, failures: &[String], before: (i64, i64, i64)) {
     println!(
-        "hostile body cases on {}: {cases} sent, {} answered 5xx or without a clear error",
+        "hostile {what} cases on {}: {cases} sent, {} answered 5xx or without a clear error",
         db.backend().as_str(),
         failures.len()
     );
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
-    assert_eq!(fingerprint(&db).await, before, "nothing changed");
+    assert_eq!(fingerprint(db).await, before, "nothing changed");
 }
 
 /// Each case on SQLite and on PostgreSQL (whose text type refuses NUL bytes, so the two can

@@ -183,6 +183,77 @@ async fn links_carrying_worker_names_encode_them() {
     }
 }
 
+/// A run's trace id is a link on the failures list and the task page when the server has a
+/// template, the id percent-encoded into it (one written by hand that would reshape the URL
+/// cannot); without a template the id is shown as text; the API carries it either way.
+#[tokio::test]
+async fn runs_with_a_trace_id_link_to_their_trace() {
+    use lastword_runner::{
+        enqueue, ErrorCause, NewTask, Outcome, Runner, RunnerConfig, Safety, Source, SystemClock,
+    };
+    let _serial = serial();
+    let db = sqlite_memory().await;
+    let runner = Runner::new(db.clone(), "w1", RunnerConfig::default(), std::sync::Arc::new(SystemClock));
+    let task = NewTask {
+        kind: "reply".into(),
+        source: Source::Notification,
+        safety: Safety::Idempotent,
+        payload: serde_json::json!({}),
+        max_attempts: 1,
+    };
+    let now = chrono::Utc::now();
+    let traced = enqueue(&db, &task, now).await.unwrap();
+    let lease = runner.claim(None).await.unwrap().unwrap();
+    runner.set_trace_id(&lease, "4bf92f3577b34da6a3ce929d0e0e4736").await.unwrap();
+    runner
+        .finish(lease, Outcome::Failed { cause: ErrorCause::Timeout, detail: String::new() })
+        .await
+        .unwrap();
+    // Written around the library: a value that would break out of the URL's path.
+    let sly = enqueue(&db, &task, now).await.unwrap();
+    let lease = runner.claim(None).await.unwrap().unwrap();
+    runner
+        .finish(lease.clone(), Outcome::Failed { cause: ErrorCause::Crash, detail: String::new() })
+        .await
+        .unwrap();
+    if let Db::Sqlite(pool) = &db {
+        sqlx::query("UPDATE runs SET trace_id = '../x?y=\"<b>' WHERE id = ?")
+            .bind(lease.run_id)
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        runner.set_trace_id(&lease, "two words").await,
+        Err(lastword_runner::RunnerError::BadTraceId(_))
+    ));
+
+    let store = store_for(db.clone(), Tokens::default());
+    let links = lastword_core::TraceLinks::parse("https://tempo.example/trace/{trace_id}?orgId=1").unwrap();
+    let linked = router(AppState::new(leptos_options(), store.clone()).with_trace_links(Some(links)));
+    let want = r#"href="https://tempo.example/trace/4bf92f3577b34da6a3ce929d0e0e4736?orgId=1""#;
+    for page in ["/failures".to_string(), format!("/tasks/{traced}")] {
+        let (status, html) = get(&linked, &page).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        assert!(html.contains(want), "{page} links the trace: {html}");
+        assert!(html.contains(r#"data-testid="trace-link""#), "{page}");
+    }
+    let (_, html) = get(&linked, &format!("/tasks/{sly}")).await;
+    assert!(
+        html.contains("https://tempo.example/trace/..%2Fx%3Fy%3D%22%3Cb%3E?orgId=1"),
+        "a hand-written id is encoded into the path: {html}"
+    );
+    assert!(!html.contains("<b>"), "and escaped where it is shown");
+
+    let plain = router(AppState::new(leptos_options(), store));
+    let (_, html) = get(&plain, &format!("/tasks/{traced}")).await;
+    assert!(!html.contains(r#"data-testid="trace-link""#), "no template, no link");
+    assert!(html.contains("<code>4bf92f3577b34da6a3ce929d0e0e4736</code>"), "the id, to copy: {html}");
+    let (status, json) = get(&plain, &format!("/api/v1/tasks/{traced}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(json.contains(r#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#), "{json}");
+}
+
 #[tokio::test]
 async fn unknown_pages_are_404_not_500() {
     let _serial = serial();

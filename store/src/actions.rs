@@ -74,6 +74,24 @@ macro_rules! insert_action {
 }
 pub(crate) use insert_action;
 
+/// The audit row of a single-task action refused inside its own transaction: what was asked,
+/// the task as it was, `refused:<code>`, no request id (a refused attempt does not claim one).
+macro_rules! insert_refusal {
+    ($tx:ident, $refusal:expr, $run:expr, $task_id:expr, $kind:expr, $request:expr, $actor:expr, $task:expr, $now:expr) => {
+        $crate::actions::insert_action!(
+            task: $task_id, run: $run, action: $kind.as_str(), actor: $actor,
+            reason: &$request.reason, reference: &$request.reference,
+            epoch_seen: $request.expected_epoch, epoch_after: $task.lease_epoch,
+            status_seen: &$task.status,
+            outcome: lastword_core::action::refused_outcome($refusal.code.as_str()),
+            request_id: None::<String>, now: $now
+        )
+        .fetch_one(&mut *$tx)
+        .await?
+    };
+}
+pub(crate) use insert_refusal;
+
 /// The run that held epoch `$2` of task `$1` (what a bulk re-queue's audit row points at).
 pub(crate) const RUN_AT_EPOCH: &str = "SELECT id FROM runs WHERE task_id = $1 AND lease_epoch = $2";
 
@@ -145,16 +163,7 @@ macro_rules! action_methods {
                 if let Some(previous) = previous {
                     let outcome = $crate::actions::replay(previous.into(), task.clone(), kind);
                     if let ActionOutcome::Refused(refusal) = &outcome {
-                        $crate::actions::insert_action!(
-                            task: task_id, run: None::<i64>, action: kind.as_str(), actor: actor,
-                            reason: &request.reason, reference: &request.reference,
-                            epoch_seen: request.expected_epoch, epoch_after: task.lease_epoch,
-                            status_seen: &task.status,
-                            outcome: lastword_core::action::refused_outcome(refusal.code.as_str()),
-                            request_id: None::<String>, now: now
-                        )
-                        .fetch_one(&mut *tx)
-                        .await?;
+                        $crate::actions::insert_refusal!(tx, refusal, None::<i64>, task_id, kind, request, actor, task, now);
                         tx.commit().await?;
                     }
                     return Ok(Some(outcome));
@@ -206,19 +215,11 @@ macro_rules! action_methods {
                 compensable: lastword_core::action::compensable(&runs, &effects, &self.tokens),
                 latest_run: runs.last(),
                 latest_action: latest_action.as_ref(),
+                retry: &self.retry,
             };
             if let Err(refusal) = decision.check() {
                 // Recorded, in this transaction, as what was tried and why it was refused.
-                $crate::actions::insert_action!(
-                    task: task_id, run: runs.last().map(|r| r.id), action: kind.as_str(), actor: actor,
-                    reason: &request.reason, reference: &request.reference,
-                    epoch_seen: request.expected_epoch, epoch_after: task.lease_epoch,
-                    status_seen: &task.status,
-                    outcome: lastword_core::action::refused_outcome(refusal.code.as_str()),
-                    request_id: None::<String>, now: now
-                )
-                .fetch_one(&mut *tx)
-                .await?;
+                $crate::actions::insert_refusal!(tx, refusal, runs.last().map(|r| r.id), task_id, kind, request, actor, task, now);
                 tx.commit().await?;
                 return Ok(Some(ActionOutcome::Refused(refusal)));
             }
@@ -309,13 +310,14 @@ macro_rules! action_methods {
         pub(crate) async fn requeue_preview_impl(
             &self,
             selection: &lastword_core::BulkSelection,
-            fence: bool,
+            options: lastword_core::BulkOptions,
             now: chrono::DateTime<chrono::Utc>,
         ) -> Result<lastword_core::BulkPreview, $crate::StoreError> {
             let buf = $crate::queries::bulk_selection(&dialect::DIALECT, selection, now, &self.tokens, false);
             let query = sqlx::query_as::<_, $crate::rows::TaskRefRow>(&buf.sql);
             let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
-            Ok(lastword_core::action::classify(rows.into_iter().map(Into::into).collect(), selection, fence, now))
+            let refs = rows.into_iter().map(Into::into).collect();
+            Ok(lastword_core::action::classify(refs, selection, options, &self.retry, now))
         }
 
         #[tracing::instrument(skip(self, request), err)]
@@ -336,7 +338,8 @@ macro_rules! action_methods {
             let buf = $crate::queries::bulk_selection(d, selection, now, &self.tokens, false);
             let query = sqlx::query_as::<_, $crate::rows::TaskRefRow>(&buf.sql);
             let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&mut *tx).await?;
-            let preview = lastword_core::action::classify(rows.into_iter().map(Into::into).collect(), selection, request.fence, now);
+            let refs = rows.into_iter().map(Into::into).collect();
+            let preview = lastword_core::action::classify(refs, selection, request.options(), &self.retry, now);
             if let Some(rid) = &request.request_id {
                 let (from, to) = $crate::actions::bulk_request_ids(rid);
                 let sql = format!(

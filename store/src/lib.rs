@@ -41,10 +41,26 @@ pub async fn open(target: &DbTarget, tokens: Tokens) -> Result<Arc<dyn Store>, S
     Ok(store_for(db, tokens))
 }
 
+/// [`open`] with a retry policy of one's own (`--deterministic-causes`).
+pub async fn open_with_policy(
+    target: &DbTarget,
+    tokens: Tokens,
+    retry: lastword_core::RetryPolicy,
+) -> Result<Arc<dyn Store>, StoreError> {
+    let db = Db::connect(target).await?;
+    db.migrate().await?;
+    Ok(store_with_policy(db, tokens, retry))
+}
+
 /// Wraps an already connected and migrated [`Db`].
 pub fn store_for(db: Db, tokens: Tokens) -> Arc<dyn Store> {
+    store_with_policy(db, tokens, lastword_core::RetryPolicy::default())
+}
+
+/// [`store_for`] with a retry policy of one's own.
+pub fn store_with_policy(db: Db, tokens: Tokens, retry: lastword_core::RetryPolicy) -> Arc<dyn Store> {
     match db {
-        Db::Postgres(pool) => Arc::new(PgStore::new(pool, tokens)),
-        Db::Sqlite(pool) => Arc::new(SqliteStore::new(pool, tokens)),
+        Db::Postgres(pool) => Arc::new(PgStore::new(pool, tokens).with_retry_policy(retry)),
+        Db::Sqlite(pool) => Arc::new(SqliteStore::new(pool, tokens).with_retry_policy(retry)),
     }
 }

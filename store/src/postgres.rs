@@ -58,11 +58,18 @@ pub struct PgStore {
     pool: PgPool,
     db: Db,
     tokens: Tokens,
+    retry: lastword_core::RetryPolicy,
 }
 
 impl PgStore {
     pub fn new(pool: PgPool, tokens: Tokens) -> Self {
-        PgStore { db: Db::Postgres(pool.clone()), pool, tokens }
+        PgStore { db: Db::Postgres(pool.clone()), pool, tokens, retry: Default::default() }
+    }
+
+    /// Which failure causes a re-queue cannot fix (default: `context_overflow`).
+    pub fn with_retry_policy(mut self, retry: lastword_core::RetryPolicy) -> Self {
+        self.retry = retry;
+        self
     }
 }
 

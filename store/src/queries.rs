@@ -591,9 +591,14 @@ pub(crate) fn bulk_selection(
             }
         }
     };
+    // `last_error`: the cause of the task's newest run if that run failed (finished with an
+    // error and not rejected as a lost lease), for the retry policy's deterministic causes.
     let sql = format!(
-        "SELECT id, kind, safety, status, owner, lease_epoch, lease_expires_at FROM tasks \
-         WHERE id IN ({ids}) ORDER BY id{}",
+        "SELECT id, kind, safety, status, owner, lease_epoch, lease_expires_at, \
+         (SELECT CASE WHEN r2.finished_at IS NOT NULL AND (r2.completion_rows IS NULL OR r2.completion_rows <> 0) \
+                 THEN r2.error END \
+            FROM runs r2 WHERE r2.task_id = tasks.id ORDER BY r2.lease_epoch DESC LIMIT 1) AS last_error \
+         FROM tasks WHERE id IN ({ids}) ORDER BY id{}",
         if lock { d.for_update } else { "" }
     );
     buf.push(&sql);

@@ -13,7 +13,7 @@ pub(crate) const TASK_COLUMNS: &str =
 /// `r.`-qualified because run queries join and alias.
 pub(crate) const RUN_COLUMNS: &str =
     "r.id, r.task_id, r.worker, r.lease_epoch, r.claimed_at, r.lease_expires_at, \
-     r.heartbeat_at, r.finished_at, r.output, r.error, r.error_detail, r.completion_rows";
+     r.heartbeat_at, r.finished_at, r.output, r.error, r.error_detail, r.completion_rows, r.trace_id";
 
 /// [`RUN_COLUMNS`] for lists and the timeline: `output` and `error_detail` cut to `n`
 /// characters in the database (so a multi-megabyte output never leaves it for a list), and
@@ -22,7 +22,7 @@ pub(crate) fn run_list_columns(n: usize) -> String {
     format!(
         "r.id, r.task_id, r.worker, r.lease_epoch, r.claimed_at, r.lease_expires_at, \
          r.heartbeat_at, r.finished_at, substr(r.output, 1, {n}) AS output, r.error, \
-         substr(r.error_detail, 1, {n}) AS error_detail, r.completion_rows, \
+         substr(r.error_detail, 1, {n}) AS error_detail, r.completion_rows, r.trace_id, \
          (COALESCE(length(r.output), 0) > {n} OR COALESCE(length(r.error_detail), 0) > {n}) AS text_truncated"
     )
 }
@@ -95,6 +95,7 @@ pub(crate) struct RunRow {
     error: Option<String>,
     error_detail: Option<String>,
     completion_rows: Option<i32>,
+    trace_id: Option<String>,
     state: String,
 }
 
@@ -117,6 +118,7 @@ impl From<RunRow> for Run {
             error: r.error,
             error_detail: r.error_detail,
             completion_rows: r.completion_rows,
+            trace_id: r.trace_id,
             state,
             cause,
         }
@@ -232,6 +234,7 @@ pub(crate) struct TaskRefRow {
     owner: Option<String>,
     lease_epoch: i64,
     lease_expires_at: Option<DateTime<Utc>>,
+    last_error: Option<String>,
 }
 
 impl From<TaskRefRow> for lastword_core::TaskRef {
@@ -244,6 +247,8 @@ impl From<TaskRefRow> for lastword_core::TaskRef {
             owner: r.owner,
             lease_epoch: r.lease_epoch,
             lease_expires_at: r.lease_expires_at,
+            // A cause outside the closed set is `other`, as a run's cause is.
+            last_failure: r.last_error.map(|e| e.parse::<ErrorCause>().unwrap_or(ErrorCause::Other)),
         }
     }
 }

@@ -279,10 +279,10 @@ macro_rules! impl_store {
             async fn requeue_preview(
                 &self,
                 selection: &lastword_core::BulkSelection,
-                fence: bool,
+                options: lastword_core::BulkOptions,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<lastword_core::BulkPreview, $crate::StoreError> {
-                self.requeue_preview_impl(selection, fence, now).await
+                self.requeue_preview_impl(selection, options, now).await
             }
 
             async fn bulk_requeue(

@@ -316,10 +316,10 @@ impl Store for SharedReads {
     async fn requeue_preview(
         &self,
         selection: &BulkSelection,
-        fence: bool,
+        options: lastword_core::BulkOptions,
         now: DateTime<Utc>,
     ) -> Result<BulkPreview, StoreError> {
-        self.inner.requeue_preview(selection, fence, now).await
+        self.inner.requeue_preview(selection, options, now).await
     }
 
     async fn bulk_requeue(

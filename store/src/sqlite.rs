@@ -59,11 +59,18 @@ pub struct SqliteStore {
     pool: SqlitePool,
     db: Db,
     tokens: Tokens,
+    retry: lastword_core::RetryPolicy,
 }
 
 impl SqliteStore {
     pub fn new(pool: SqlitePool, tokens: Tokens) -> Self {
-        SqliteStore { db: Db::Sqlite(pool.clone()), pool, tokens }
+        SqliteStore { db: Db::Sqlite(pool.clone()), pool, tokens, retry: Default::default() }
+    }
+
+    /// Which failure causes a re-queue cannot fix (default: `context_overflow`).
+    pub fn with_retry_policy(mut self, retry: lastword_core::RetryPolicy) -> Self {
+        self.retry = retry;
+        self
     }
 }
 

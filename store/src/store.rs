@@ -126,11 +126,12 @@ pub trait Store: Send + Sync + 'static {
         code: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
-    /// What a bulk re-queue of `selection` would do now (read only).
+    /// What a bulk re-queue of `selection` would do now (read only), taking what `options`
+    /// says beyond the default (live leases, deterministic failures).
     async fn requeue_preview(
         &self,
         selection: &BulkSelection,
-        fence: bool,
+        options: lastword_core::BulkOptions,
         now: DateTime<Utc>,
     ) -> Result<BulkPreview, StoreError>;
     /// Re-queues every task of the preview in one transaction, if it still has the count the

@@ -86,11 +86,11 @@ pub async fn act_on_task(
 pub async fn requeue_preview(
     query: Option<String>,
     task_ids: Option<Vec<i64>>,
-    fence: bool,
+    options: lastword_core::BulkOptions,
 ) -> Result<BulkPreview, ServerFnError> {
     let selection = ssr::selection(query, task_ids)?;
     let store = super::ssr::store()?;
-    store.requeue_preview(&selection, fence, ssr::now()).await.map_err(super::ssr::store_error)
+    store.requeue_preview(&selection, options, ssr::now()).await.map_err(super::ssr::store_error)
 }
 
 /// Applies a previewed bulk re-queue if its count still holds.

@@ -27,6 +27,8 @@ pub struct ActionUi {
     pub reference: RwSignal<String>,
     pub fence: RwSignal<bool>,
     pub unsafe_ack: RwSignal<bool>,
+    /// The operator says the deterministic cause of the last failure was fixed.
+    pub retry_deterministic: RwSignal<bool>,
     pub feedback: RwSignal<Option<Feedback>>,
     /// One per opened confirmation: a double click or a retried request applies once.
     pub request_id: RwSignal<String>,
@@ -42,6 +44,7 @@ impl ActionUi {
             reference: RwSignal::new(String::new()),
             fence: RwSignal::new(false),
             unsafe_ack: RwSignal::new(false),
+            retry_deterministic: RwSignal::new(false),
             feedback: RwSignal::new(None),
             request_id: RwSignal::new(String::new()),
             run_id: RwSignal::new(None),
@@ -53,6 +56,7 @@ impl ActionUi {
         self.reference.set(String::new());
         self.fence.set(false);
         self.unsafe_ack.set(false);
+        self.retry_deterministic.set(false);
         self.request_id.set(new_request_id(kind));
         self.open.set(Some(kind));
     }
@@ -97,8 +101,15 @@ pub fn ActionFeedback(ui: ActionUi) -> impl IntoView {
 }
 
 /// The buttons and the open confirmation. `refetch` reloads the task after an action.
+/// `doomed`: the deterministic cause the task's last run failed with (a re-queue asks the
+/// operator to confirm it was fixed; `RetryPolicy::doomed_by`).
 #[component]
-pub fn TaskActions(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl IntoView {
+pub fn TaskActions(
+    detail: TaskDetail,
+    ui: ActionUi,
+    refetch: Callback<()>,
+    doomed: Option<lastword_core::ErrorCause>,
+) -> impl IntoView {
     let task = detail.task.clone();
     let task_id = task.id;
     let now = chrono::Utc::now();
@@ -148,19 +159,23 @@ pub fn TaskActions(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> i
                 reference: (kind == ActionKind::Compensate).then(|| ui.reference.get_untracked()),
                 run_id: ui.run_id.get_untracked(),
                 request_id: Some(ui.request_id.get_untracked()),
+                retry_deterministic: kind == ActionKind::Requeue && ui.retry_deterministic.get_untracked(),
             };
             action.dispatch((kind, request));
         }
     };
     let needs_fence = live;
     let needs_ack = is_unsafe;
+    let needs_retry_ok = doomed.is_some();
     let can_submit = move || {
         let kind = ui.open.get();
         !ui.reason.get().trim().is_empty()
             && !action.pending().get()
             && match kind {
                 Some(ActionKind::Requeue) => {
-                    (!needs_fence || ui.fence.get()) && (!needs_ack || ui.unsafe_ack.get())
+                    (!needs_fence || ui.fence.get())
+                        && (!needs_ack || ui.unsafe_ack.get())
+                        && (!needs_retry_ok || ui.retry_deterministic.get())
                 }
                 _ => true,
             }
@@ -220,6 +235,16 @@ pub fn TaskActions(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> i
                                             " Fence {owner}: it holds a live lease until {expires} (epoch {epoch}). Its heartbeat and final write will be rejected; anything it does after that is a lost-lease completion."
                                         )}
                                     </label>
+                                })}
+                                {doomed.map(|cause| view! {
+                                    <div class="banner banner-warn" data-testid="deterministic-warning">
+                                        <strong>{format!("The last run failed with {}: a re-run of the same input fails the same way.", cause.as_str())}</strong>
+                                        <label>
+                                            <input type="checkbox" data-testid="retry-deterministic" prop:checked=move || ui.retry_deterministic.get()
+                                                on:change=move |ev| ui.retry_deterministic.set(event_target_checked(&ev)) />
+                                            " The cause is fixed (smaller input, larger context): re-queue anyway"
+                                        </label>
+                                    </div>
                                 })}
                                 {needs_ack.then(|| view! {
                                     <div class="banner banner-warn" data-testid="unsafe-warning">

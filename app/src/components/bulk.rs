@@ -7,7 +7,7 @@
 use crate::api::actions::{bulk_requeue, requeue_preview};
 use crate::components::actions::new_request_id;
 use lastword_core::action::count_tasks;
-use lastword_core::{ActionKind, BulkOutcome, BulkPreview, BulkRequeueRequest};
+use lastword_core::{ActionKind, BulkOptions, BulkOutcome, BulkPreview, BulkRequeueRequest};
 use leptos::prelude::*;
 
 /// What the panel re-queues.
@@ -23,6 +23,7 @@ pub enum BulkScope {
 #[component]
 pub fn BulkRequeuePanel(scope: BulkScope, open: RwSignal<bool>, done: Callback<String>) -> impl IntoView {
     let fence = RwSignal::new(false);
+    let include_deterministic = RwSignal::new(false);
     let reason = RwSignal::new(String::new());
     let unsafe_ack = RwSignal::new(false);
     let request_id = StoredValue::new(new_request_id(ActionKind::Requeue));
@@ -34,8 +35,8 @@ pub fn BulkRequeuePanel(scope: BulkScope, open: RwSignal<bool>, done: Callback<S
     let preview = {
         let (query, task_ids) = (query.clone(), task_ids.clone());
         Resource::new(
-            move || fence.get(),
-            move |fence| requeue_preview(query.clone(), task_ids.clone(), fence),
+            move || BulkOptions { fence: fence.get(), include_deterministic: include_deterministic.get() },
+            move |options| requeue_preview(query.clone(), task_ids.clone(), options),
         )
     };
     let apply = Action::new(move |confirmed: &Confirmed| {
@@ -45,6 +46,7 @@ pub fn BulkRequeuePanel(scope: BulkScope, open: RwSignal<bool>, done: Callback<S
             preview_token: Some(confirmed.token.clone()),
             acknowledge_unsafe: confirmed.unsafe_ack,
             fence: confirmed.fence,
+            include_deterministic: confirmed.include_deterministic,
             task_ids: task_ids.clone(),
             request_id: Some(request_id.get_value()),
         };
@@ -80,7 +82,7 @@ pub fn BulkRequeuePanel(scope: BulkScope, open: RwSignal<bool>, done: Callback<S
             <Suspense fallback=|| view! { <p class="muted">"Counting…"</p> }>
                 {move || preview.get().map(|p| match p {
                     Err(e) => view! { <p class="banner banner-error" role="alert">{format!("Could not preview: {e}")}</p> }.into_any(),
-                    Ok(p) => view! { <PreviewBody preview=p fence=fence reason=reason unsafe_ack=unsafe_ack apply=apply open=open /> }.into_any(),
+                    Ok(p) => view! { <PreviewBody preview=p fence=fence include_deterministic=include_deterministic reason=reason unsafe_ack=unsafe_ack apply=apply open=open /> }.into_any(),
                 })}
             </Suspense>
         </section>
@@ -94,6 +96,7 @@ struct Confirmed {
     count: i64,
     reason: String,
     fence: bool,
+    include_deterministic: bool,
     unsafe_ack: bool,
 }
 
@@ -101,6 +104,7 @@ struct Confirmed {
 fn PreviewBody(
     preview: BulkPreview,
     fence: RwSignal<bool>,
+    include_deterministic: RwSignal<bool>,
     reason: RwSignal<String>,
     unsafe_ack: RwSignal<bool>,
     apply: Action<Confirmed, Result<BulkOutcome, ServerFnError>>,
@@ -109,6 +113,7 @@ fn PreviewBody(
     let count = preview.tasks.len() as i64;
     let unsafe_count = preview.unsafe_count;
     let live = preview.live.clone();
+    let deterministic = preview.deterministic.clone();
     if preview.too_many {
         return view! {
             <p class="banner banner-error" data-testid="bulk-too-many">
@@ -132,6 +137,7 @@ fn PreviewBody(
             count,
             reason: reason.get_untracked(),
             fence: fence.get_untracked(),
+            include_deterministic: include_deterministic.get_untracked(),
             unsafe_ack: unsafe_ack.get_untracked(),
         });
     };
@@ -150,6 +156,21 @@ fn PreviewBody(
                     <label class="fence" data-testid="bulk-fence">
                         <input type="checkbox" prop:checked=move || fence.get() on:change=move |ev| fence.set(event_target_checked(&ev)) />
                         {format!(" Also fence {} tasks held by a live lease: {}", holders.len(), holders.join(", "))}
+                    </label>
+                }
+            })}
+            {(!deterministic.is_empty()).then(|| {
+                let doomed: Vec<String> = deterministic.iter().map(|t| {
+                    format!("#{} ({})", t.id, t.last_failure.map(|c| c.as_str()).unwrap_or("?"))
+                }).collect();
+                view! {
+                    <label class="fence" data-testid="bulk-deterministic">
+                        <input type="checkbox" data-testid="bulk-include-deterministic" prop:checked=move || include_deterministic.get()
+                            on:change=move |ev| include_deterministic.set(event_target_checked(&ev)) />
+                        {format!(
+                            " Also re-queue {} whose last run failed with a cause a re-run does not fix (the cause is fixed): {}",
+                            count_tasks(doomed.len() as i64), doomed.join(", ")
+                        )}
                     </label>
                 }
             })}

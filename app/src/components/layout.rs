@@ -64,6 +64,7 @@ pub fn Layout(children: Children) -> impl IntoView {
     // Who is signed in (server-rendered; the browser reuses the value, no extra request).
     let me = Resource::new(|| (), |_| crate::auth::whoami());
     provide_context(crate::auth::Me(me));
+    crate::site::provide_site_settings();
     install_shortcuts(help, prefs.utc);
     // After hydration, pick up the operator's saved choice and persist changes.
     #[cfg(feature = "hydrate")]

@@ -6,3 +6,4 @@ pub mod bulk;
 pub mod layout;
 pub mod shortcuts;
 pub mod time;
+pub mod trace;

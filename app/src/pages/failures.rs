@@ -7,8 +7,9 @@ use crate::auth::use_can_act;
 use crate::components::badges::{cause_label, StateBadge};
 use crate::components::bulk::{BulkRequeuePanel, BulkScope};
 use crate::components::time::{human_duration, Time};
+use crate::components::trace::TraceLink;
 use crate::pages::{error_view, live_version};
-use lastword_core::{Cause, CauseFacets, RunListItem, RunPage, RunState};
+use lastword_core::{Cause, CauseFacets, RunListItem, RunPage, RunState, TraceLinks};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::components::Form;
@@ -23,6 +24,19 @@ const SINCE_CHOICES: [(&str, &str); 6] = [
     ("7d", "7 days"),
 ];
 
+/// The list export (`/api/v1/runs/export`) of what the page lists: its filters without paging,
+/// and failures only unless the URL names a state or cause, as the page does.
+fn export_href(query: &leptos_router::params::ParamsMap, format: &str) -> String {
+    let mut q = query.clone();
+    q.remove("after");
+    if q.get("state").is_none() && q.get("cause").is_none() {
+        let failures: Vec<&str> = RunState::failures().iter().map(|s| s.as_str()).collect();
+        q.insert("state", failures.join(","));
+    }
+    q.insert("format", format.to_string());
+    format!("/api/v1/runs/export{}", q.to_query_string())
+}
+
 #[component]
 pub fn FailuresPage() -> impl IntoView {
     let query = use_query_map();
@@ -34,6 +48,7 @@ pub fn FailuresPage() -> impl IntoView {
     let bulk_scope = RwSignal::new(None::<BulkScope>);
     let bulk_done = RwSignal::new(None::<String>);
     let can_act = use_can_act();
+    let trace_links = crate::site::use_trace_links();
     // A live change refetches only the first page: a paged view stays put while you read it,
     // and while a bulk confirmation is open.
     let live_key =
@@ -126,6 +141,12 @@ pub fn FailuresPage() -> impl IntoView {
                 </label>
                 <button type="submit" class="btn">"Apply"</button>
             </Form>
+            <p class="exports">
+                "Export what this page lists: "
+                <a href=move || export_href(&query.read(), "csv") download="" data-testid="export-csv">"CSV"</a>
+                " · "
+                <a href=move || export_href(&query.read(), "ndjson") download="" data-testid="export-ndjson">"NDJSON"</a>
+            </p>
             {move || bulk_done.get().map(|m| view! { <p class="banner banner-ok" role="status" data-testid="bulk-result">{m}" "<a href="/audit">"See the audit log"</a></p> })}
             <Suspense fallback=|| ()>
                 {move || can_act.get().then(|| view! {
@@ -154,7 +175,7 @@ pub fn FailuresPage() -> impl IntoView {
                     answer
                         .get()
                         .map(|a| match a {
-                            Ok(RunsAnswer::Page { page, .. }) => view! { <RunTable page=page selected=selected can_act=can_act /> }.into_any(),
+                            Ok(RunsAnswer::Page { page, .. }) => view! { <RunTable page=page selected=selected can_act=can_act trace_links=trace_links /> }.into_any(),
                             Ok(RunsAnswer::BadFilter(e)) => {
                                 view! { <p class="banner banner-error" role="alert" data-testid="bad-filter">{e.to_string()}</p> }
                                     .into_any()
@@ -168,7 +189,12 @@ pub fn FailuresPage() -> impl IntoView {
 }
 
 #[component]
-fn RunTable(page: RunPage, selected: RwSignal<Vec<i64>>, can_act: Signal<bool>) -> impl IntoView {
+fn RunTable(
+    page: RunPage,
+    selected: RwSignal<Vec<i64>>,
+    can_act: Signal<bool>,
+    trace_links: Signal<Option<TraceLinks>>,
+) -> impl IntoView {
     let query = use_query_map();
     let next_href = page.next.clone().map(|cursor| {
         let mut q = query.get_untracked();
@@ -204,7 +230,7 @@ fn RunTable(page: RunPage, selected: RwSignal<Vec<i64>>, can_act: Signal<bool>) 
                     <th scope="col">"Output / error"</th>
                 </tr>
             </thead>
-            <tbody>{page.runs.into_iter().map(|item| view! { <RunRow item=item selected=selected can_act=can_act /> }).collect_view()}</tbody>
+            <tbody>{page.runs.into_iter().map(|item| view! { <RunRow item=item selected=selected can_act=can_act trace_links=trace_links /> }).collect_view()}</tbody>
         </table>
         <nav class="pager" aria-label="Pages">
             {newest_href.map(|h| view! { <a href=h>"↑ Newest"</a> })}
@@ -215,7 +241,12 @@ fn RunTable(page: RunPage, selected: RwSignal<Vec<i64>>, can_act: Signal<bool>) 
 }
 
 #[component]
-fn RunRow(item: RunListItem, selected: RwSignal<Vec<i64>>, can_act: Signal<bool>) -> impl IntoView {
+fn RunRow(
+    item: RunListItem,
+    selected: RwSignal<Vec<i64>>,
+    can_act: Signal<bool>,
+    trace_links: Signal<Option<TraceLinks>>,
+) -> impl IntoView {
     let run = item.run;
     let task_id = run.task_id;
     let run_id = run.id;
@@ -276,6 +307,7 @@ fn RunRow(item: RunListItem, selected: RwSignal<Vec<i64>>, can_act: Signal<bool>
                 {item.text_truncated.then(|| view! {
                     "… "<a class="muted" data-testid="full-text" href=format!("/tasks/{task_id}")>"full text"</a>
                 })}
+                " "<TraceLink trace_id=run.trace_id.clone() links=trace_links />
             </td>
         </tr>
     }

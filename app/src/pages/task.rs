@@ -7,6 +7,7 @@ use crate::auth::use_can_act;
 use crate::components::actions::{ActionFeedback, ActionUi, TaskActions};
 use crate::components::badges::StateBadge;
 use crate::components::time::{relative, use_time_prefs, Time};
+use crate::components::trace::TraceLink;
 use crate::pages::audit::AuditLine;
 use crate::pages::{error_view, live_version_where, LeaseChecks};
 use chrono::{DateTime, Utc};
@@ -84,6 +85,8 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
     let t = detail.task.clone();
     let prefs = use_time_prefs();
     let can_act = use_can_act();
+    let trace_links = crate::site::use_trace_links();
+    let retry = crate::site::use_retry_policy();
     let for_actions = detail.clone();
     let current_run = detail.runs.iter().find(|r| r.lease_epoch == t.lease_epoch).cloned();
     let heartbeat = current_run.as_ref().and_then(|r| r.heartbeat_at.or(Some(r.claimed_at)));
@@ -96,6 +99,13 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
             {(t.safety == "unsafe").then(|| view! { <span class="tag tag-unsafe">"unsafe"</span> })}
             {detail.double_execution.then(|| view! { <span class="tag tag-double" data-testid="double-execution">"⧉ executed twice"</span> })}
             {detail.needs_compensation.then(|| view! { <span class="tag tag-alert" data-testid="needs-compensation">"⚠ needs compensation"</span> })}
+            <span class="spacer"></span>
+            <span class="exports">
+                "Export: "
+                <a href=format!("/api/v1/tasks/{}/export?format=md", t.id) download=format!("task-{}.md", t.id) data-testid="export-md">"Markdown"</a>
+                " · "
+                <a href=format!("/api/v1/tasks/{}/export?format=json", t.id) download=format!("task-{}.json", t.id) data-testid="export-json">"JSON"</a>
+            </span>
         </header>
         {t.compensated_at.map(|at| view! {
             <p class="banner banner-ok" data-testid="compensated">
@@ -105,7 +115,10 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                 {t.compensation_ref.clone().map(|r| format!(" (ref {r})"))}
             </p>
         })}
-        {move || can_act.get().then(|| view! { <TaskActions detail=for_actions.clone() ui=ui refetch=refetch /> })}
+        {move || can_act.get().then(|| {
+            let doomed = retry.get().doomed_by(for_actions.runs.last());
+            view! { <TaskActions detail=for_actions.clone() ui=ui refetch=refetch doomed=doomed /> }
+        })}
         <div class="two-col">
             <dl class="facts">
                 <div><dt>"Source"</dt><dd>{t.source.clone()}</dd></div>
@@ -172,7 +185,7 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                                 <td><Time t=r.claimed_at short=true /></td>
                                 <td>{r.finished_at.map(|f| view! { <Time t=f short=true /> })}</td>
                                 <td>{write}</td>
-                                <td class="detail">{text}</td>
+                                <td class="detail">{text}" "<TraceLink trace_id=r.trace_id.clone() links=trace_links /></td>
                             </tr>
                         }
                     }).collect_view()}

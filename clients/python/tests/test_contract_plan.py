@@ -136,6 +136,13 @@ class Driver:
                 self.check(ctx, expect, {"lease_current": recorded.lease_current})
             if "as" in step:
                 self.effects[step["as"]] = recorded.id
+        elif do == "trace":
+            try:
+                self.leases[step["lease"]].set_trace_id(step["trace_id"])
+                observed = {"written": True}
+            except ValueError:
+                observed = {"error": "bad_trace_id"}
+            self.check(ctx, expect, observed)
         elif do == "requeue":
             # The emulation always fences: `fence` is the dashboard's consent checkbox, not SQL.
             operator_requeue(self.db, self.tasks[step["task"]], self.clock.now())
@@ -153,7 +160,8 @@ class Driver:
             states = dashboard_states(self.db, self.tasks[step["task"]], self.clock.now(), self.tokens)
             assert states == [run_state(r, self.clock.now(), self.tokens)[0] for r in runs], ctx
             for i, (r, want, state) in enumerate(zip(runs, expect, states)):
-                observed = {k: r[k] for k in ("worker", "lease_epoch", "output", "error", "error_detail", "completion_rows")}
+                observed = {k: r[k] for k in (
+                    "worker", "lease_epoch", "output", "error", "error_detail", "completion_rows", "trace_id")}
                 observed["lease"] = r["id"]
                 observed.update({k: self.offset(r[k]) for k in ("claimed_at", "lease_expires_at", "heartbeat_at", "finished_at")})
                 observed["state"] = state
@@ -189,5 +197,5 @@ def test_the_plan_covers_what_the_issue_asks_for() -> None:
     names = [c["name"] for c in CASES]
     assert len(set(names)) == len(names), "case names are unique"
     steps = {s["do"] for c in CASES for s in c["steps"]}
-    assert {"enqueue", "advance", "claim", "heartbeat", "finish", "effect", "requeue", "check_runs", "check_effects"} <= steps
+    assert {"enqueue", "advance", "claim", "heartbeat", "finish", "effect", "trace", "requeue", "check_runs", "check_effects"} <= steps
     assert Path(PLAN_PATH).is_file()

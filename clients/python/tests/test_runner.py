@@ -360,6 +360,30 @@ def test_sqlite_claims_wait_for_the_write_lock(sqlite_db: Database, clock: Manua
     holder.close()
 
 
+def test_a_trace_id_is_written_at_the_claim_or_later_and_bad_ones_never(db: Database, clock: ManualClock) -> None:
+    w1 = runner(db, clock)
+    first = w1.enqueue("reply_to_mention")
+    second = w1.enqueue("reply_to_mention")
+    # Refused before the claim: nothing is claimed, nothing written.
+    for bad in ["", "two words", "x" * 129, "nul\x00inside"]:
+        with pytest.raises(ValueError):
+            w1.claim(trace_id=bad)
+    assert db.task(first)["status"] == "queued"
+    run = w1.claim(trace_id="4bf92f3577b34da6a3ce929d0e0e4736")
+    assert run is not None and run.task_id == first
+    assert db.runs(first)[0]["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    later = w1.claim()
+    assert later is not None
+    assert (later.trace_id, db.runs(second)[0]["trace_id"]) == (None, None)
+    later.set_trace_id("lf:7f9c-2a")
+    with pytest.raises(ValueError):
+        later.set_trace_id("line\nbreak")
+    assert (later.trace_id, db.runs(second)[0]["trace_id"]) == ("lf:7f9c-2a", "lf:7f9c-2a")
+    assert later.no_action().accepted
+    later.set_trace_id("x" * 128)
+    assert db.runs(second)[0]["trace_id"] == "x" * 128
+
+
 def test_the_async_runner_writes_the_same_rows(db: Database, clock: ManualClock) -> None:
     async def main() -> None:
         async with AsyncRunner(db.dsn, worker="a1", lease=LEASE, clock=clock) as a1, \
@@ -383,8 +407,8 @@ def test_the_async_runner_writes_the_same_rows(db: Database, clock: ManualClock)
                 async with await a1.claim() as crashing:  # type: ignore[union-attr]
                     await asyncio.wait_for(asyncio.sleep(1), 0.01)
             assert crashing.finished is not None and crashing.finished.status == TaskStatus.DEAD
-        assert [(r["worker"], r["output"], r["completion_rows"]) for r in db.runs(first)] == [
-            ("a1", "posted", 0), ("a2", "posted", 1)]
+        assert [(r["worker"], r["output"], r["completion_rows"], r["trace_id"]) for r in db.runs(first)] == [
+            ("a1", "posted", 0, "trace-42"), ("a2", "posted", 1, None)]
         assert db.runs(second)[0]["error"] == "timeout"
 
     asyncio.run(main())

@@ -15,8 +15,8 @@ use axum::{Extension, Json};
 use lastword_core::action::parse_audit_query;
 use lastword_core::query::parse_bulk_filter;
 use lastword_core::{
-    ActionKind, ActionOutcome, ActionRequest, AuditPage, BulkOutcome, BulkPreview, BulkRequeueRequest,
-    BulkSelection, ParamError, Principal,
+    ActionKind, ActionOutcome, ActionRequest, AuditPage, BulkOptions, BulkOutcome, BulkPreview,
+    BulkRequeueRequest, BulkSelection, ParamError, Principal,
 };
 use serde_json::{json, Value};
 
@@ -114,32 +114,34 @@ pub async fn uncompensate(
 }
 
 /// The run filter of a bulk request (the `/api/v1/runs` parameters, paging ignored, and as on
-/// the failures page no state and no cause means failures only) and its `fence` flag.
-fn bulk_filter(raw: Option<&str>) -> Result<(BulkSelection, bool), ParamError> {
-    let mut fence = false;
+/// the failures page no state and no cause means failures only) and its `fence` and
+/// `include_deterministic` flags.
+fn bulk_filter(raw: Option<&str>) -> Result<(BulkSelection, BulkOptions), ParamError> {
+    let mut options = BulkOptions::default();
     let mut pairs = Vec::new();
+    let flag = |name: &str, v: &str| match v {
+        "true" | "1" => Ok(true),
+        "false" | "0" | "" => Ok(false),
+        _ => Err(ParamError::new(name, "true or false")),
+    };
     for (k, v) in query_pairs(raw) {
         match k.as_str() {
-            "fence" => {
-                fence = match v.as_str() {
-                    "true" | "1" => true,
-                    "false" | "0" | "" => false,
-                    _ => return Err(ParamError::new("fence", "true or false")),
-                }
-            }
+            "fence" => options.fence = flag("fence", &v)?,
+            "include_deterministic" => options.include_deterministic = flag("include_deterministic", &v)?,
             _ => pairs.push((k, v)),
         }
     }
-    Ok((BulkSelection::Filter(parse_bulk_filter(&pairs, write_now())?), fence))
+    Ok((BulkSelection::Filter(parse_bulk_filter(&pairs, write_now())?), options))
 }
 
-/// `GET /api/v1/requeue/preview?<run filter>[&fence=true]`: what a bulk re-queue would do now.
+/// `GET /api/v1/requeue/preview?<run filter>[&fence=true][&include_deterministic=true]`: what
+/// a bulk re-queue would do now.
 pub async fn preview(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<BulkPreview>, ApiError> {
-    let (selection, fence) = bulk_filter(raw.as_deref())?;
-    Ok(Json(state.store.requeue_preview(&selection, fence, write_now()).await?))
+    let (selection, options) = bulk_filter(raw.as_deref())?;
+    Ok(Json(state.store.requeue_preview(&selection, options, write_now()).await?))
 }
 
 /// `POST /api/v1/requeue?<run filter>` `{"reason", "expected_count", "fence"?, "request_id"?}`,
@@ -151,7 +153,7 @@ pub async fn bulk_requeue(
     request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let request = body::<BulkRequeueRequest>(request)?.validate()?;
-    let (filtered, fence_param) = bulk_filter(raw.as_deref())?;
+    let (filtered, param_options) = bulk_filter(raw.as_deref())?;
     let selection = match (&request.task_ids, raw.as_deref().is_some_and(|q| !q.trim().is_empty())) {
         (Some(_), true) => {
             return Err(ParamError::new(
@@ -163,7 +165,11 @@ pub async fn bulk_requeue(
         (Some(ids), false) => BulkSelection::Tasks(ids.clone()),
         (None, _) => filtered,
     };
-    let request = BulkRequeueRequest { fence: request.fence || fence_param, ..request };
+    let request = BulkRequeueRequest {
+        fence: request.fence || param_options.fence,
+        include_deterministic: request.include_deterministic || param_options.include_deterministic,
+        ..request
+    };
     match state.store.bulk_requeue(&selection, &request, &actor.actor(), write_now()).await? {
         // The same shape as a single action's refusal (`error` is the code), with the preview
         // as it is now instead of a task.

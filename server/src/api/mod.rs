@@ -4,6 +4,7 @@
 
 mod actions;
 mod error;
+pub mod export;
 mod overview;
 pub mod rejections;
 mod runs;
@@ -25,8 +26,10 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/runs", get(runs::list))
         .route("/runs/facets", get(runs::facets))
+        .route("/runs/export", get(export::runs))
         .route("/runs/{id}", get(runs::one))
         .route("/tasks/{id}", get(tasks::one))
+        .route("/tasks/{id}/export", get(export::task))
         .route("/overview", get(overview::get))
         .route("/workers", get(workers::list))
         .route("/timeline", get(timeline::list))

@@ -18,6 +18,7 @@ from ._common import (
     checked_failure,
     checked_lease,
     checked_message,
+    checked_trace_id,
     checked_worker,
     failure_for,
     kinds_filter,
@@ -87,9 +88,11 @@ class AsyncRunner:
         self, kind: str | Iterable[str] | None = None, *, trace_id: str | None = None
     ) -> AsyncRun | None:
         """`Runner.claim`, awaited: an `AsyncRun` (use it with `async with`) or None."""
+        if trace_id is not None:
+            checked_trace_id(trace_id)
         now = self.clock.now()
         claimed = await self._backend.run(
-            _moves.claim(self._backend.name, self.worker, kinds_filter(kind), now, now + self.lease)
+            _moves.claim(self._backend.name, self.worker, kinds_filter(kind), now, now + self.lease, trace_id)
         )
         if claimed is None:
             return None
@@ -132,6 +135,10 @@ class AsyncRun(RunFields):
             raise LostLease(self.task_id, self.run_id, holder, epoch)
         self.expires_at = until
         return until
+
+    async def set_trace_id(self, trace_id: str) -> None:
+        await self._runner._backend.run(_moves.set_trace_id(self.run_id, checked_trace_id(trace_id)))
+        self.trace_id = trace_id
 
     async def effect(self, kind: str, key: str) -> EffectRecorded:
         recorded = await self._runner._backend.run(

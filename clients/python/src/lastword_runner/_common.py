@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -72,6 +73,23 @@ def checked_failure(cause: ErrorCause | str, detail: str | None) -> tuple[str, s
     # The Rust runner always writes a detail (Outcome::Failed carries a String, possibly empty),
     # so a failure without one is written as '' there too, never NULL.
     return as_cause(cause).value, "" if detail is None else str(detail)
+
+
+# The longest trace id the contract accepts (`lastword_core::trace::MAX_TRACE_ID_CHARS`).
+MAX_TRACE_ID_CHARS = 128
+
+
+def checked_trace_id(trace_id: str) -> str:
+    """The trace id as given, refused (ValueError, nothing written) unless it is 1 to 128
+    characters with no whitespace or control characters: the rule of `lastword_core::trace`, so
+    the dashboard can always make a link of it."""
+    if not isinstance(trace_id, str) or not trace_id:
+        raise ValueError("a trace id cannot be empty")
+    if len(trace_id) > MAX_TRACE_ID_CHARS:
+        raise ValueError(f"a trace id is at most {MAX_TRACE_ID_CHARS} characters (this one has {len(trace_id)})")
+    if any(c.isspace() or unicodedata.category(c) == "Cc" for c in trace_id):
+        raise ValueError("a trace id cannot contain whitespace or control characters")
+    return trace_id
 
 
 def kinds_filter(kind: str | Iterable[str] | None) -> list[str] | None:

@@ -80,7 +80,12 @@ def enqueue(
 
 
 def claim(
-    backend: str, worker: str, kinds: Sequence[str] | None, now: datetime, expires: datetime
+    backend: str,
+    worker: str,
+    kinds: Sequence[str] | None,
+    now: datetime,
+    expires: datetime,
+    trace_id: str | None = None,
 ) -> Generator[Statement, Result, Claimed | None]:
     kinds_param: list[str] | str | None
     if backend == "postgres":
@@ -100,6 +105,8 @@ def claim(
         taken = yield Statement(_sql.CLAIM_TAKE, (task_id, worker, expires, now))
         epoch, kind, source, safety, payload, attempts, max_attempts = taken.rows[0]
         run = yield Statement(_sql.CLAIM_RUN, (task_id, worker, epoch, now, expires))
+        if trace_id is not None:
+            yield Statement(_sql.SET_TRACE_ID, (run.rows[0][0], trace_id))
         # Read before the commit, as the Rust runner does: a row outside the vocabulary (written
         # by something else) rolls the claim back instead of leaving a lease nobody works.
         try:
@@ -170,6 +177,10 @@ def finish(
         # Raising rolls the transaction back: nothing of this second finish is kept.
         raise AlreadyFinished(run_id)
     return outcome
+
+
+def set_trace_id(run_id: int, trace_id: str) -> Generator[Statement, Result, None]:
+    yield Statement(_sql.SET_TRACE_ID, (run_id, trace_id))
 
 
 def record_effect(

@@ -18,6 +18,7 @@ from ._common import (
     checked_failure,
     checked_lease,
     checked_message,
+    checked_trace_id,
     checked_worker,
     failure_for,
     kinds_filter,
@@ -99,11 +100,14 @@ class Runner:
         sets owner, expiry and attempts, inserts the run. A lapsed task whose attempts are used up
         becomes `dead` instead and the next is tried. None: nothing to do.
 
-        `trace_id` is carried on the `Run` and on every log record of it (the contract tables have
-        no column for it)."""
+        `trace_id` (optional: the run's trace in Langfuse, LangSmith, an OpenTelemetry backend) is
+        written on the run in the claim's transaction — the dashboard links it — and carried on
+        every log record of the run. `Run.set_trace_id` sets it later."""
+        if trace_id is not None:
+            checked_trace_id(trace_id)
         now = self.clock.now()
         claimed = self._backend.run(
-            _moves.claim(self._backend.name, self.worker, kinds_filter(kind), now, now + self.lease)
+            _moves.claim(self._backend.name, self.worker, kinds_filter(kind), now, now + self.lease, trace_id)
         )
         if claimed is None:
             return None
@@ -160,6 +164,12 @@ class Run(RunFields):
             raise LostLease(self.task_id, self.run_id, holder, epoch)
         self.expires_at = until
         return until
+
+    def set_trace_id(self, trace_id: str) -> None:
+        """Stores the id of this run's trace (1 to 128 characters, no whitespace) on the run, so the
+        dashboard links it; call it as soon as the work has a trace. Replaces an earlier id."""
+        self._runner._backend.run(_moves.set_trace_id(self.run_id, checked_trace_id(trace_id)))
+        self.trace_id = trace_id
 
     def effect(self, kind: str, key: str) -> EffectRecorded:
         """Records a side effect in the outbox under this run's fencing token, before finishing —

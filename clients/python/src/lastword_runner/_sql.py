@@ -50,6 +50,9 @@ VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (run_id, idempotency_key) DO NOTHING
 RETURNING id"""
 
+SET_TRACE_ID = """UPDATE runs SET trace_id = $2
+WHERE id = $1"""
+
 EFFECT_EXISTING = """SELECT id FROM effects WHERE run_id = $1 AND idempotency_key = $2"""
 
 LEASE_CURRENT = """SELECT COUNT(*) FROM tasks WHERE id = $1 AND owner = $2 AND lease_epoch = $3"""
@@ -92,6 +95,7 @@ ALL: dict[str, str] = {
     "CURRENT_HOLDER": CURRENT_HOLDER,
     "FINISH_RUN": FINISH_RUN,
     "EFFECT_INSERT": EFFECT_INSERT,
+    "SET_TRACE_ID": SET_TRACE_ID,
     "EFFECT_EXISTING": EFFECT_EXISTING,
     "LEASE_CURRENT": LEASE_CURRENT,
 }
