@@ -57,6 +57,14 @@ const scaleEnv = {
 };
 const scaleFixture = path.join(repoRoot, "end2end", "fixtures", "timeline-scale.sql");
 
+// A fourth, on hostile runner data (end2end/fixtures/hostile.sql: 300 000-character tokens,
+// markup and script in every runner-written field), for hostile.spec.ts. SQLite on both runs.
+export const hostilePort = port + 3;
+const hostileDir = fs.mkdtempSync(path.join(os.tmpdir(), "lastword-e2e-hostile-"));
+process.env.E2E_HOSTILE_URL = `http://127.0.0.1:${hostilePort}`;
+const hostileEnv = { ...scaleEnv, LASTWORD_DATA_DIR: hostileDir };
+const hostileFixture = path.join(repoRoot, "end2end", "fixtures", "hostile.sql");
+
 const chromium = {
   ...devices["Desktop Chrome"],
   launchOptions: {
@@ -120,6 +128,16 @@ export default defineConfig({
       stdout: "pipe",
       stderr: "pipe",
       env: scaleEnv,
+    },
+    {
+      command: `${binary} migrate && sqlite3 ${path.join(hostileDir, "lastword.db")} < ${hostileFixture} && exec ${binary} serve --addr 127.0.0.1:${hostilePort} --trace-url-template 'https://tracer.example/trace/{trace_id}'`,
+      cwd: repoRoot,
+      url: `http://127.0.0.1:${hostilePort}/readyz`,
+      timeout: 120_000,
+      reuseExistingServer: false,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: hostileEnv,
     },
   ],
 });

@@ -4,6 +4,7 @@
 // change between the page and the click: the server then refuses with what changed, and these
 // tests retry on a fresh page rather than assume a still world.
 import { test, expect, Page } from "@playwright/test";
+import * as fs from "node:fs";
 
 const usersURL = process.env.E2E_USERS_URL ?? "http://127.0.0.1:3101";
 
@@ -27,6 +28,8 @@ async function confirmRequeue(page: Page, reason: string) {
   await expect(page.getByTestId("requeue-changes")).toContainText("lease epoch");
   if (await page.getByTestId("fence").isVisible()) await page.getByTestId("fence").check();
   if (await page.getByTestId("unsafe-ack").isVisible()) await page.getByTestId("unsafe-ack").check();
+  // The last run overflowed the context: the page asks to confirm the cause was fixed.
+  if (await page.getByTestId("retry-deterministic").isVisible()) await page.getByTestId("retry-deterministic").check();
   await page.getByTestId("reason").fill(reason);
   await page.getByTestId("confirm").click();
 }
@@ -88,6 +91,8 @@ test("an operator re-queues a selection from a filtered list", async ({ page }) 
     await expect(panel.getByTestId("bulk-count")).toBeVisible({ timeout: 3000 });
     // Held by a live lease right now: the preview offers to fence it.
     if (await page.getByTestId("bulk-fence").isVisible()) await page.getByTestId("bulk-fence").locator("input").check();
+    // Its last run overflowed the context: left out unless included.
+    if (await page.getByTestId("bulk-include-deterministic").isVisible()) await page.getByTestId("bulk-include-deterministic").check();
     await expect(panel.getByTestId("bulk-count")).toContainText("This will re-queue 1 task.", { timeout: 3000 });
     if (await page.getByTestId("bulk-unsafe-ack").isVisible()) await page.getByTestId("bulk-unsafe-ack").check();
     await page.getByTestId("bulk-reason").fill("e2e: bulk after the outage");
@@ -155,4 +160,31 @@ test("an operator signed in on the users server sees the actions; logged out, th
     data: { reason: "after logout", expected_epoch: 1 },
   });
   expect(answer.status()).toBe(401);
+});
+
+test("a task's story downloads as Markdown, and the failures list as CSV", async ({ page }) => {
+  await page.goto("/failures");
+  await hydrated(page);
+  const first = page.getByTestId("runs").locator('tbody tr a[href^="/tasks/"]').first();
+  await expect(first).toBeVisible();
+  const taskPath = (await first.getAttribute("href"))!;
+  const taskId = taskPath.split("/").pop();
+
+  const [csv] = await Promise.all([page.waitForEvent("download"), page.getByTestId("export-csv").click()]);
+  expect(csv.suggestedFilename()).toBe("lastword-runs.csv");
+  const rows = fs.readFileSync((await csv.path())!, "utf8").trim().split("\n");
+  expect(rows[0]).toMatch(/^run_id,task_id,kind,source,safety,worker,lease_epoch,state,cause,/);
+  expect(rows.length).toBeGreaterThan(1);
+  // As the page lists: failures only (the first record; later lines may continue a quoted text).
+  expect(rows[1]).toMatch(/^\d+,\d+,[^,]*,[^,]*,[^,]*,[^,]*,\d+,(silent|lost_lease|failed|empty_output),/);
+
+  await page.goto(taskPath);
+  await hydrated(page);
+  const [md] = await Promise.all([page.waitForEvent("download"), page.getByTestId("export-md").click()]);
+  expect(md.suggestedFilename()).toBe(`task-${taskId}.md`);
+  const story = fs.readFileSync((await md.path())!, "utf8");
+  expect(story).toContain(`# Task #${taskId} — `);
+  expect(story).toMatch(/## Attempts \(\d+\)/);
+  expect(story).toContain("| epoch | run | worker | claimed | finished | final write | state | cause | trace |");
+  expect(story).toContain("## Audit trail");
 });

@@ -649,6 +649,18 @@ async fn exports_carry_the_story_and_the_list(db: Db) {
         "an NDJSON line is a /runs item"
     );
 
+    // Compressed as a browser asks for it, the stream ends cleanly (no poll after its end).
+    let request = Request::get("/api/v1/runs/export?format=csv")
+        .header("accept-encoding", "gzip")
+        .body(Body::empty())
+        .unwrap();
+    let response = api.app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.headers().get("content-encoding").unwrap(), "gzip");
+    let gz = axum::body::to_bytes(response.into_body(), 64 << 20).await.unwrap();
+    let mut unzipped = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut unzipped).unwrap();
+    assert_eq!(unzipped, csv, "the same file, compressed");
+
     let (_, _, two) = download(&api, "/api/v1/runs/export?format=csv&max=2").await;
     assert_eq!(two.lines().count(), 3, "a header and the two newest: {two}");
 

@@ -5,5 +5,6 @@ pub mod badges;
 pub mod bulk;
 pub mod layout;
 pub mod shortcuts;
+pub mod text;
 pub mod time;
 pub mod trace;

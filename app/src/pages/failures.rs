@@ -143,9 +143,9 @@ pub fn FailuresPage() -> impl IntoView {
             </Form>
             <p class="exports">
                 "Export what this page lists: "
-                <a href=move || export_href(&query.read(), "csv") download="" data-testid="export-csv">"CSV"</a>
+                <a href=move || export_href(&query.read(), "csv") download="lastword-runs.csv" data-testid="export-csv">"CSV"</a>
                 " · "
-                <a href=move || export_href(&query.read(), "ndjson") download="" data-testid="export-ndjson">"NDJSON"</a>
+                <a href=move || export_href(&query.read(), "ndjson") download="lastword-runs.ndjson" data-testid="export-ndjson">"NDJSON"</a>
             </p>
             {move || bulk_done.get().map(|m| view! { <p class="banner banner-ok" role="status" data-testid="bulk-result">{m}" "<a href="/audit">"See the audit log"</a></p> })}
             <Suspense fallback=|| ()>

@@ -6,6 +6,7 @@ use crate::api::tasks::get_task;
 use crate::auth::use_can_act;
 use crate::components::actions::{ActionFeedback, ActionUi, TaskActions};
 use crate::components::badges::StateBadge;
+use crate::components::text::LongText;
 use crate::components::time::{relative, use_time_prefs, Time};
 use crate::components::trace::TraceLink;
 use crate::pages::audit::AuditLine;
@@ -126,7 +127,7 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                 <div><dt>"Attempts"</dt><dd>{format!("{} of {}", t.attempts, t.max_attempts)}</dd></div>
                 <div><dt>"Created"</dt><dd><Time t=t.created_at /></dd></div>
                 <div><dt>"Updated"</dt><dd><Time t=t.updated_at /></dd></div>
-                <div><dt>"Result"</dt><dd>{t.result.clone().unwrap_or_else(|| "—".into())}</dd></div>
+                <div><dt>"Result"</dt><dd><LongText text=t.result.clone().unwrap_or_else(|| "—".into()) /></dd></div>
                 <div><dt>"Payload"</dt><dd><code>{t.payload.to_string()}</code></dd></div>
             </dl>
             <section class="lease" aria-labelledby="lease-title" data-testid="lease">
@@ -185,7 +186,7 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                                 <td><Time t=r.claimed_at short=true /></td>
                                 <td>{r.finished_at.map(|f| view! { <Time t=f short=true /> })}</td>
                                 <td>{write}</td>
-                                <td class="detail">{text}" "<TraceLink trace_id=r.trace_id.clone() links=trace_links /></td>
+                                <td class="detail"><LongText text=text />" "<TraceLink trace_id=r.trace_id.clone() links=trace_links /></td>
                             </tr>
                         }
                     }).collect_view()}

@@ -272,7 +272,9 @@ pub async fn runs(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Res
             }
         }
     });
-    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(head) }).chain(rest);
+    // Fused: the compression layer polls a body once more after its end, which an `unfold`
+    // answers with a panic.
+    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(head) }).chain(rest).fuse();
     let (content_type, ext) = match format {
         ListFormat::Csv => ("text/csv; charset=utf-8", "csv"),
         ListFormat::Ndjson => ("application/x-ndjson", "ndjson"),
