@@ -25,16 +25,21 @@ pub enum ActionKind {
     Requeue,
     Compensate,
     Uncompensate,
+    /// Takes an attention item (`crate::attention`): changes nothing on the task, says who
+    /// has it.
+    Acknowledge,
 }
 
 impl ActionKind {
-    pub const ALL: [ActionKind; 3] = [ActionKind::Requeue, ActionKind::Compensate, ActionKind::Uncompensate];
+    pub const ALL: [ActionKind; 4] =
+        [ActionKind::Requeue, ActionKind::Compensate, ActionKind::Uncompensate, ActionKind::Acknowledge];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ActionKind::Requeue => "requeue",
             ActionKind::Compensate => "compensate",
             ActionKind::Uncompensate => "uncompensate",
+            ActionKind::Acknowledge => "acknowledge",
         }
     }
 
@@ -48,6 +53,7 @@ impl ActionKind {
             ActionKind::Requeue => "re-queued",
             ActionKind::Compensate => "marked compensated",
             ActionKind::Uncompensate => "undid compensation",
+            ActionKind::Acknowledge => "acknowledged",
         }
     }
 }
@@ -85,6 +91,10 @@ pub struct ActionRequest {
     /// the operator changed what made it fail (a shorter input, a bigger context window).
     #[serde(default)]
     pub retry_deterministic: bool,
+    /// Acknowledge only: the item taken (`double_execution`, `unsafe_lost_lease`, `dead`); the
+    /// reason is the note others see.
+    #[serde(default)]
+    pub attention: Option<crate::attention::AttentionKind>,
 }
 
 /// Failure causes that fail the same way when the task runs again unchanged (issue 14,
@@ -195,6 +205,18 @@ impl ActionRequest {
         if self.retry_deterministic && kind != ActionKind::Requeue {
             return Err(ParamError::new("retry_deterministic", "only a re-queue retries a task"));
         }
+        match (kind, self.attention) {
+            (ActionKind::Acknowledge, None) => {
+                return Err(ParamError::new(
+                    "attention",
+                    "required: the item you take (double_execution, unsafe_lost_lease or dead)",
+                ))
+            }
+            (ActionKind::Acknowledge, Some(_)) | (_, None) => {}
+            (_, Some(_)) => {
+                return Err(ParamError::new("attention", "only an acknowledgement names an item"))
+            }
+        }
         if matches!(self.run_id, Some(id) if id <= 0) {
             return Err(ParamError::new("run_id", "must be a positive id"));
         }
@@ -244,6 +266,8 @@ pub enum RefusalCode {
     /// Re-queue of a task whose last run failed with a deterministic cause ([`RetryPolicy`])
     /// without `retry_deterministic`: it would fail the same way.
     DeterministicFailure,
+    /// Acknowledgement of an item the task does not have (any more).
+    NotAnAttentionItem,
 }
 
 impl RefusalCode {
@@ -260,6 +284,7 @@ impl RefusalCode {
             RefusalCode::TooMany => "too_many",
             RefusalCode::UnsafeNotAcknowledged => "unsafe_not_acknowledged",
             RefusalCode::DeterministicFailure => "deterministic_failure",
+            RefusalCode::NotAnAttentionItem => "not_an_attention_item",
         }
     }
 }
@@ -650,6 +675,8 @@ pub struct Decision<'a> {
     pub latest_action: Option<&'a OperatorAction>,
     /// Which failure causes a re-queue cannot fix.
     pub retry: &'a RetryPolicy,
+    /// The task's open attention items ([`crate::attention::items`]).
+    pub attention: &'a [crate::attention::AttentionKind],
 }
 
 impl Decision<'_> {
@@ -738,6 +765,21 @@ impl Decision<'_> {
                     return refuse(
                         RefusalCode::NotCompensated,
                         format!("task {} is not marked compensated", task.id),
+                    );
+                }
+            }
+            ActionKind::Acknowledge => {
+                let wanted = self.request.attention;
+                if !wanted.is_some_and(|k| self.attention.contains(&k)) {
+                    let open: Vec<&str> = self.attention.iter().map(|k| k.as_str()).collect();
+                    return refuse(
+                        RefusalCode::NotAnAttentionItem,
+                        format!(
+                            "task {} is not {} now (open: {}); nothing to acknowledge",
+                            task.id,
+                            wanted.map(|k| k.label()).unwrap_or("that"),
+                            if open.is_empty() { "none".to_string() } else { open.join(", ") }
+                        ),
                     );
                 }
             }
@@ -955,6 +997,7 @@ mod tests {
             request_id: None,
             created_at: t0(),
             via: Some("session".into()),
+            attention: None,
         };
         let msg = explain_change(5, None, &now, Some(&run("w1", 5)), Some(&action));
         assert_eq!(msg, "re-queued by alice at 2026-11-30 03:12:05 UTC, epoch 5 → 6; it is queued now");

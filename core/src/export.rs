@@ -301,7 +301,10 @@ mod tests {
                 request_id: None,
                 created_at: t0(),
                 via: Some("session".into()),
+                attention: None,
             }],
+            attention: Vec::new(),
+            acknowledgements: Vec::new(),
         }
     }
 

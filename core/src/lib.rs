@@ -3,6 +3,7 @@
 //! and compiled to wasm unchanged.
 
 pub mod action;
+pub mod attention;
 pub mod auth;
 pub mod change;
 pub mod clock;
@@ -17,6 +18,7 @@ pub use action::{
     ActionKind, ActionOutcome, ActionRequest, AuditFilter, AuditPage, BulkOptions, BulkOutcome, BulkPreview,
     BulkRequeueRequest, BulkSelection, Refusal, RefusalCode, RetryPolicy, TaskRef,
 };
+pub use attention::AttentionKind;
 pub use auth::{Actor, Principal, Role};
 pub use change::Change;
 pub use clock::{read_now, write_now};

@@ -155,6 +155,10 @@ pub struct OperatorAction {
     /// rows from before this was recorded).
     #[serde(default)]
     pub via: Option<String>,
+    /// An acknowledgement's item (`double_execution`, `unsafe_lost_lease`, `dead`;
+    /// `crate::attention`); none on other actions.
+    #[serde(default)]
+    pub attention: Option<String>,
 }
 
 impl OperatorAction {

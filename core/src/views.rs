@@ -83,6 +83,16 @@ pub struct Attention {
     pub silent_runs: i64,
     /// Tasks that used all their attempts.
     pub dead_tasks: i64,
+    /// How many of those someone has acknowledged (`crate::attention`): the rest are open.
+    #[serde(default)]
+    pub taken: AttentionTaken,
+}
+
+/// The acknowledged part of [`Attention`]'s task counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttentionTaken {
+    pub needs_compensation: i64,
+    pub dead_tasks: i64,
 }
 
 /// A worker seen in a window.
@@ -116,6 +126,12 @@ pub struct TaskDetail {
     pub double_execution: bool,
     pub needs_compensation: bool,
     pub audit: Vec<OperatorAction>,
+    /// What on the task needs someone now (`crate::attention`).
+    #[serde(default)]
+    pub attention: Vec<crate::attention::AttentionKind>,
+    /// Who has taken which of those items: the acknowledgements that hold, newest first.
+    #[serde(default)]
+    pub acknowledgements: Vec<OperatorAction>,
 }
 
 /// A run that finished having acted: `acted`, or a lost lease whose discarded output was an
@@ -158,7 +174,18 @@ impl TaskDetail {
     ) -> Self {
         let double = double_execution(&runs, &effects, tokens);
         let needs = needs_compensation(&task, double);
-        TaskDetail { task, runs, effects, double_execution: double, needs_compensation: needs, audit }
+        let attention = crate::attention::items(&task, &runs, &effects, tokens);
+        let acknowledgements = crate::attention::current(&task, &audit, &attention);
+        TaskDetail {
+            task,
+            runs,
+            effects,
+            double_execution: double,
+            needs_compensation: needs,
+            audit,
+            attention,
+            acknowledgements,
+        }
     }
 }
 

@@ -188,3 +188,42 @@ test("a task's story downloads as Markdown, and the failures list as CSV", async
   expect(story).toContain("| epoch | run | worker | claimed | finished | final write | state | cause | trace |");
   expect(story).toContain("## Audit trail");
 });
+
+test("an operator acknowledges an attention item and a viewer elsewhere sees it taken", async ({ page, browser }) => {
+  const note = `e2e: investigating — refund team paged ${Date.now()}`;
+  let taskId = 0;
+  await expect(async () => {
+    // A task with an item nobody has taken yet (the demo fleet makes dead tasks and double executions).
+    const runs = await (await page.request.get("/api/v1/runs?state=failed,lost_lease,silent,empty_output&limit=200")).json();
+    taskId = 0;
+    for (const r of runs.runs) {
+      const t = await (await page.request.get(`/api/v1/tasks/${r.task_id}`)).json();
+      if (t.attention.length > 0 && t.acknowledgements.length === 0) {
+        taskId = r.task_id;
+        break;
+      }
+    }
+    expect(taskId, "a task with an open attention item").toBeGreaterThan(0);
+    await page.goto(`/tasks/${taskId}`);
+    await hydrated(page);
+    await expect(page.getByTestId("unacknowledged").first()).toContainText("nobody has taken it");
+    await page.getByTestId("acknowledge-open").click();
+    await expect(page.getByTestId("attention-choice")).toBeVisible();
+    await page.getByTestId("reason").fill(note);
+    await page.getByTestId("confirm").click();
+    await expect(page.getByTestId("action-result")).toContainText("acknowledged by local", { timeout: 5000 });
+  }).toPass({ timeout: 90_000 });
+  await expect(page.getByTestId("acknowledged").first()).toContainText("taken by local");
+  await expect(page.getByTestId("acknowledged").first()).toContainText(note);
+  await expect(page.getByTestId("task-audit")).toContainText(note);
+  await page.screenshot({ path: "screenshots/acknowledged.png", fullPage: true });
+
+  // Someone else, signed in on the users server (same database), sees who has it.
+  const other = await browser.newPage();
+  await signIn(other, "vera", "vera-pw");
+  await other.goto(`${usersURL}/tasks/${taskId}`);
+  await hydrated(other);
+  await expect(other.getByTestId("acknowledged").first()).toContainText(note);
+  await expect(other.getByTestId("acknowledge-open")).toHaveCount(0);
+  await other.close();
+});

@@ -130,15 +130,17 @@ test("the timeline links each re-claim to the attempt before it, with an axis an
   page,
   request,
 }) => {
-  test.setTimeout(90_000);
+  test.setTimeout(150_000);
   await page.goto("/timeline?minutes=5");
   await hydrated(page);
-  // The demo's scripted opening loses a lease within seconds; its task is re-claimed.
+  // The demo's scripted opening loses a lease within seconds; its task is re-claimed, and the
+  // fleet goes on losing some (seen once in four PostgreSQL runs: none drawn within 40 s, so
+  // the wait is longer than the fleet's gap between re-claims).
   const links = page.locator(".timeline path.reclaim");
   await expect(async () => {
     await page.reload();
     await expect(links.first()).toBeAttached({ timeout: 2000 });
-  }).toPass({ timeout: 40_000 });
+  }).toPass({ timeout: 90_000 });
   await hydrated(page);
   await page.getByTestId("pause").click();
   const pairs = await links.evaluateAll((els) =>

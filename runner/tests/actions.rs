@@ -838,6 +838,116 @@ async fn a_retry_that_cannot_work_needs_the_operator_to_say_the_cause_is_fixed(d
     assert_eq!(f.row(overflow).await.status, "dead", "left out");
 }
 
+/// An attention item is taken with a note (audited, nothing on the task changes), taken over
+/// by a second person, refused for an item the task does not have, and let go when the
+/// incident ends (a re-queue); a double execution stays taken until compensated.
+async fn an_attention_item_is_acknowledged_handed_over_and_let_go(db: Db) {
+    use lastword_core::AttentionKind;
+    let f = Fixture::new(db);
+    let ack = |item: AttentionKind, note: &str| ActionRequest {
+        reason: note.into(),
+        attention: Some(item),
+        expected_epoch: Some(1),
+        ..Default::default()
+    };
+    let id = f.dead_task("w1").await;
+    let detail = |id| {
+        let store = f.store.clone();
+        let now = f.now();
+        async move { store.task_detail(id, now).await.unwrap().unwrap() }
+    };
+    let before = f.row(id).await;
+    assert_eq!(detail(id).await.attention, [AttentionKind::Dead]);
+    assert!(detail(id).await.acknowledgements.is_empty());
+
+    let (task, action) = applied(
+        f.act(
+            id,
+            ActionKind::Acknowledge,
+            ack(AttentionKind::Dead, "investigating — API team paged"),
+            "alice",
+        )
+        .await,
+    );
+    assert_eq!(task, before, "an acknowledgement changes nothing on the task");
+    assert_eq!((action.action.as_str(), action.attention.as_deref()), ("acknowledge", Some("dead")));
+    let taken = detail(id).await.acknowledgements;
+    assert_eq!(taken.len(), 1);
+    assert_eq!(
+        (taken[0].actor.as_str(), taken[0].reason.as_str()),
+        ("alice", "investigating — API team paged")
+    );
+    // The overview tells open from taken.
+    let overview = |f: &Fixture| {
+        let store = f.store.clone();
+        let now = f.now();
+        async move {
+            store
+                .overview(now - Duration::hours(1), now + secs(1), Duration::minutes(15), now)
+                .await
+                .unwrap()
+                .attention
+        }
+    };
+    let attention = overview(&f).await;
+    assert_eq!((attention.dead_tasks, attention.taken.dead_tasks), (1, 1), "{attention:?}");
+
+    f.clock.advance(secs(60));
+    applied(
+        f.act(
+            id,
+            ActionKind::Acknowledge,
+            ack(AttentionKind::Dead, "taking over, alice is off shift"),
+            "bob",
+        )
+        .await,
+    );
+    let taken = detail(id).await.acknowledgements;
+    assert_eq!(taken.iter().map(|a| a.actor.as_str()).collect::<Vec<_>>(), ["bob"], "the newest holds");
+
+    let (code, message, _) =
+        refusal(f.act(id, ActionKind::Acknowledge, ack(AttentionKind::DoubleExecution, "x"), "alice").await);
+    assert_eq!(code, RefusalCode::NotAnAttentionItem);
+    assert!(message.contains("open: dead"), "{message}");
+    assert_eq!(f.refusals(id).await, ["refused:not_an_attention_item"]);
+    let trail = f.store.task_actions(id).await.unwrap();
+    assert_eq!(trail[0].attention.as_deref(), Some("double_execution"), "the refusal says what was tried");
+
+    // Re-queued: the incident is over; dead again later would be a new one.
+    applied(
+        f.act(id, ActionKind::Requeue, ActionRequest { expected_epoch: Some(1), ..requeue(1) }, "bob").await,
+    );
+    let after = detail(id).await;
+    assert!(after.attention.is_empty() && after.acknowledgements.is_empty(), "{after:?}");
+    assert_eq!(overview(&f).await.taken.dead_tasks, 0);
+
+    // A double execution stays taken across epochs until compensated.
+    let twice = f.double_executed().await;
+    let epoch = f.row(twice).await.lease_epoch;
+    assert!(detail(twice).await.attention.contains(&AttentionKind::DoubleExecution));
+    let request = ActionRequest {
+        expected_epoch: Some(epoch),
+        ..ack(AttentionKind::DoubleExecution, "refund team paged")
+    };
+    let before = overview(&f).await;
+    applied(f.act(twice, ActionKind::Acknowledge, request, "carol").await);
+    assert_eq!(detail(twice).await.acknowledgements.len(), 1);
+    let attention = overview(&f).await;
+    assert_eq!(attention.needs_compensation, before.needs_compensation, "{attention:?}");
+    assert_eq!((before.taken.needs_compensation, attention.taken.needs_compensation), (0, 1));
+    let compensate = ActionRequest { reason: "refunded".into(), ..Default::default() };
+    applied(f.act(twice, ActionKind::Compensate, compensate, "carol").await);
+    let done = detail(twice).await;
+    assert!(!done.attention.contains(&AttentionKind::DoubleExecution));
+    assert!(done.acknowledgements.iter().all(|a| a.attention.as_deref() != Some("double_execution")));
+
+    // The request names its item, and only an acknowledgement does.
+    let bare = ActionRequest { reason: "x".into(), ..Default::default() };
+    assert_eq!(bare.clone().validate(ActionKind::Acknowledge).unwrap_err().param, "attention");
+    let stray = ActionRequest { attention: Some(AttentionKind::Dead), ..requeue(1) };
+    assert_eq!(stray.validate(ActionKind::Requeue).unwrap_err().param, "attention");
+}
+
 lastword_store::on_every_backend!(
     requeue_of_a_live_lease_is_refused_unless_fenced_and_fencing_rejects_the_holder,
     a_stale_view_is_refused_with_what_changed_and_nothing_changes,
@@ -850,4 +960,5 @@ lastword_store::on_every_backend!(
     a_filter_selecting_too_many_tasks_is_refused,
     the_audit_trail_filters_by_actor_action_and_time_and_pages,
     a_retry_that_cannot_work_needs_the_operator_to_say_the_cause_is_fixed,
+    an_attention_item_is_acknowledged_handed_over_and_let_go,
 );

@@ -107,6 +107,30 @@ pub struct CompensateArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct AcknowledgeArgs {
+    /// The task.
+    pub task: i64,
+    /// The item you take: double_execution, unsafe_lost_lease or dead.
+    #[arg(long, value_parser = parse_attention)]
+    pub item: lastword_core::AttentionKind,
+    /// The note everyone sees ("investigating — refund team paged"); goes to the audit trail.
+    #[arg(long)]
+    pub note: String,
+    /// The lease epoch you saw: refused if the task moved on since.
+    #[arg(long)]
+    pub expected_epoch: Option<i64>,
+    #[arg(long)]
+    pub request_id: Option<String>,
+    #[command(flatten)]
+    pub who: ActorArgs,
+}
+
+fn parse_attention(s: &str) -> Result<lastword_core::AttentionKind, String> {
+    lastword_core::AttentionKind::parse(s)
+        .ok_or_else(|| format!("{s:?}: expected double_execution, unsafe_lost_lease or dead"))
+}
+
+#[derive(Debug, Args)]
 pub struct AuditArgs {
     /// The audit page's query string, e.g. 'actor=alice&action=requeue&since=1d'.
     #[arg(default_value = "")]
@@ -258,6 +282,20 @@ pub async fn compensate(store: &dyn Store, args: CompensateArgs) -> anyhow::Resu
     }
     .validate(kind)?;
     let outcome = store.act(args.task, kind, &request, &args.who.actor(), now()).await?;
+    print_outcome(&outcome.with_context(|| format!("no task {}", args.task))?, args.who.json)
+}
+
+/// `lastword acknowledge`: takes an attention item of a task, audited.
+pub async fn acknowledge(store: &dyn Store, args: AcknowledgeArgs) -> anyhow::Result<ExitCode> {
+    let request = ActionRequest {
+        reason: args.note,
+        attention: Some(args.item),
+        expected_epoch: args.expected_epoch,
+        request_id: args.request_id,
+        ..Default::default()
+    }
+    .validate(ActionKind::Acknowledge)?;
+    let outcome = store.act(args.task, ActionKind::Acknowledge, &request, &args.who.actor(), now()).await?;
     print_outcome(&outcome.with_context(|| format!("no task {}", args.task))?, args.who.json)
 }
 

@@ -104,6 +104,9 @@ pub enum Command {
     Requeue(crate::act::RequeueArgs),
     /// Record that a task's duplicate effect was compensated (or --undo it), audited.
     Compensate(crate::act::CompensateArgs),
+    /// Take an attention item of a task (a double execution, an unsafe lost lease, a dead
+    /// task) with a note, so everyone sees who has it; audited.
+    Acknowledge(crate::act::AcknowledgeArgs),
     /// Print the audit trail of operator actions, newest first.
     Audit(crate::act::AuditArgs),
     /// Print a task's whole story (attempts, outputs, effects, audit) as Markdown for a ticket or
@@ -238,6 +241,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Compensate(args) => {
             crate::act::compensate(open(&target, tokens, retry).await?.as_ref(), args).await
+        }
+        Command::Acknowledge(args) => {
+            crate::act::acknowledge(open(&target, tokens, retry).await?.as_ref(), args).await
         }
         Command::Audit(args) => crate::act::audit(open(&target, tokens, retry).await?.as_ref(), args).await,
         Command::Export(args) => export(open(&target, tokens, retry).await?.as_ref(), args).await,

@@ -39,23 +39,27 @@ pub(crate) const UNCOMPENSATE: &str = "UPDATE tasks SET compensated_at = NULL, c
 /// The audit row, in the action's transaction: see [`insert_action!`] for the parameters.
 pub(crate) const INSERT_ACTION: &str = "INSERT INTO operator_actions \
      (task_id, run_id, action, actor, via, reason, reference, epoch_seen, epoch_after, status_seen, outcome, \
-      request_id, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id";
+      request_id, created_at, attention) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id";
 
 /// The audit row of an attempt refused before the store was asked (a viewer's 403), if the
 /// task exists; the epoch and status are the task's as they are. `$1` task, `$2` action,
-/// `$3` actor, `$4` via, `$5` reason, `$6` reference, `$7` epoch seen, `$8` outcome, `$9` now.
+/// `$3` actor, `$4` via, `$5` reason, `$6` reference, `$7` epoch seen, `$8` outcome, `$9` now,
+/// `$10` the acknowledged item, if any.
 pub(crate) const INSERT_REFUSAL_OF_TASK: &str = "INSERT INTO operator_actions \
      (task_id, run_id, action, actor, via, reason, reference, epoch_seen, epoch_after, status_seen, outcome, \
-      request_id, created_at) \
-     SELECT id, NULL, $2, $3, $4, $5, $6, $7, lease_epoch, status, $8, NULL, $9 FROM tasks WHERE id = $1";
+      request_id, created_at, attention) \
+     SELECT id, NULL, $2, $3, $4, $5, $6, $7, lease_epoch, status, $8, NULL, $9, $10 FROM tasks WHERE id = $1";
 
-/// [`INSERT_ACTION`] with its thirteen parameters bound in order, named: one place for the
+/// [`INSERT_ACTION`] with its fourteen parameters bound in order, named: one place for the
 /// order, for applied actions and refusals alike. Evaluates to the query (fetch its id).
+/// `attention` (an acknowledgement's item) may be left out: none.
 macro_rules! insert_action {
+    (@attention) => { None::<&str> };
+    (@attention $attention:expr) => { $attention };
     (task: $task:expr, run: $run:expr, action: $action:expr, actor: $actor:expr, reason: $reason:expr,
      reference: $reference:expr, epoch_seen: $seen:expr, epoch_after: $after:expr, status_seen: $status:expr,
-     outcome: $outcome:expr, request_id: $rid:expr, now: $now:expr) => {
+     outcome: $outcome:expr, request_id: $rid:expr, now: $now:expr $(, attention: $attention:expr)?) => {
         sqlx::query_scalar::<_, i64>($crate::actions::INSERT_ACTION)
             .bind($task)
             .bind($run)
@@ -70,6 +74,7 @@ macro_rules! insert_action {
             .bind($outcome)
             .bind($rid)
             .bind($now)
+            .bind($crate::actions::insert_action!(@attention $($attention)?))
     };
 }
 pub(crate) use insert_action;
@@ -84,7 +89,8 @@ macro_rules! insert_refusal {
             epoch_seen: $request.expected_epoch, epoch_after: $task.lease_epoch,
             status_seen: &$task.status,
             outcome: lastword_core::action::refused_outcome($refusal.code.as_str()),
-            request_id: None::<String>, now: $now
+            request_id: None::<String>, now: $now,
+            attention: $request.attention.map(|k| k.as_str())
         )
         .fetch_one(&mut *$tx)
         .await?
@@ -207,6 +213,7 @@ macro_rules! action_methods {
                 .await?
                 .map(Into::into);
 
+            let attention = lastword_core::attention::items(&task, &runs, &effects, &self.tokens);
             let decision = lastword_core::action::Decision {
                 kind,
                 request,
@@ -216,6 +223,7 @@ macro_rules! action_methods {
                 latest_run: runs.last(),
                 latest_action: latest_action.as_ref(),
                 retry: &self.retry,
+                attention: &attention,
             };
             if let Err(refusal) = decision.check() {
                 // Recorded, in this transaction, as what was tried and why it was refused.
@@ -232,6 +240,7 @@ macro_rules! action_methods {
                         .bind(now)
                         .execute(&mut *tx)
                         .await?
+                        .rows_affected()
                 }
                 ActionKind::Compensate => {
                     sqlx::query($crate::actions::COMPENSATE)
@@ -242,12 +251,14 @@ macro_rules! action_methods {
                         .bind(&request.reference)
                         .execute(&mut *tx)
                         .await?
+                        .rows_affected()
                 }
                 ActionKind::Uncompensate => {
-                    sqlx::query($crate::actions::UNCOMPENSATE).bind(task_id).execute(&mut *tx).await?
+                    sqlx::query($crate::actions::UNCOMPENSATE).bind(task_id).execute(&mut *tx).await?.rows_affected()
                 }
-            }
-            .rows_affected();
+                // Changes nothing on the task: the audit row below is the acknowledgement.
+                ActionKind::Acknowledge => 1,
+            };
             if changed != 1 {
                 // Cannot happen under the row lock; refuse rather than audit a change not made.
                 return Ok(Some(ActionOutcome::Refused(Refusal {
@@ -266,7 +277,8 @@ macro_rules! action_methods {
                 task: task_id, run: run_id, action: kind.as_str(), actor: actor,
                 reason: &request.reason, reference: &request.reference,
                 epoch_seen: request.expected_epoch, epoch_after: epoch_after, status_seen: &task.status,
-                outcome: lastword_core::action::APPLIED, request_id: &request.request_id, now: now
+                outcome: lastword_core::action::APPLIED, request_id: &request.request_id, now: now,
+                attention: request.attention.map(|k| k.as_str())
             )
             .fetch_one(&mut *tx)
             .await;
@@ -469,6 +481,7 @@ macro_rules! action_methods {
                 .bind(request.expected_epoch)
                 .bind(lastword_core::action::refused_outcome(code))
                 .bind(now)
+                .bind(request.attention.map(|k| k.as_str()))
                 .execute(&self.pool)
                 .await?
                 .rows_affected();

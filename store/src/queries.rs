@@ -389,6 +389,34 @@ pub(crate) fn attention(
     buf
 }
 
+/// The acknowledged part of the attention counts (`lastword_core::attention`): dead tasks of the
+/// window whose death someone took at its epoch, and double executions awaiting compensation,
+/// active in the window, that someone took. Read by the rollup-backed overview and its oracle
+/// alike (acknowledgements are few; each an index lookup by task).
+pub(crate) fn attention_taken(since: DateTime<Utc>, until: DateTime<Utc>) -> SqlBuf {
+    let mut buf = SqlBuf::default();
+    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let taken = |item: &str, epoch: &str| {
+        format!(
+            "EXISTS (SELECT 1 FROM operator_actions a WHERE a.task_id = t.id AND a.action = 'acknowledge' \
+               AND a.outcome = '{}' AND a.attention = '{item}'{epoch})",
+            lastword_core::action::APPLIED
+        )
+    };
+    let dead = taken("dead", " AND a.epoch_seen = t.lease_epoch");
+    let double = taken("double_execution", "");
+    let sql = format!(
+        "SELECT \
+           (SELECT COUNT(*) FROM tasks t WHERE t.status = 'dead' AND t.updated_at >= {s} AND t.updated_at < {u} \
+              AND {dead}), \
+           (SELECT COUNT(*) FROM tasks t WHERE t.safety = 'unsafe' AND t.compensated_at IS NULL AND {double} \
+              AND t.id IN (SELECT r.task_id FROM runs r WHERE r.claimed_at >= {s} AND r.claimed_at < {u} \
+                           UNION SELECT e.task_id FROM effects e WHERE e.created_at >= {s} AND e.created_at < {u}))"
+    );
+    buf.push(&sql);
+    buf
+}
+
 /// Per worker with runs claimed since `since`: runs, failures, last claim, last heartbeat.
 #[cfg(feature = "testing")] // counts from history: the rollups' oracle in the tests
 pub(crate) fn worker_activity(

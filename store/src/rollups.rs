@@ -337,9 +337,27 @@ pub(crate) async fn overview(
         by_state,
         by_cause,
         series,
-        attention: Attention { unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks },
+        attention: Attention {
+            unsafe_lost_leases,
+            needs_compensation,
+            silent_runs,
+            dead_tasks,
+            taken: attention_taken(db, since, until).await?,
+        },
         counted_at: counted_at.map(|c| c.min(now)),
     })
+}
+
+/// [`queries::attention_taken`], read.
+async fn attention_taken(
+    db: &Db,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<lastword_core::AttentionTaken, StoreError> {
+    let buf = queries::attention_taken(since, until);
+    let (dead_tasks, needs_compensation): (i64, i64) =
+        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
+    Ok(lastword_core::AttentionTaken { needs_compensation, dead_tasks })
 }
 
 fn min_time(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
@@ -535,7 +553,13 @@ pub(crate) async fn raw_overview(
         by_state,
         by_cause,
         series,
-        attention: Attention { unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks },
+        attention: Attention {
+            unsafe_lost_leases,
+            needs_compensation,
+            silent_runs,
+            dead_tasks,
+            taken: attention_taken(db, since, until).await?,
+        },
         counted_at: None,
     })
 }

@@ -31,7 +31,7 @@ pub(crate) const EFFECT_COLUMNS: &str = "id, run_id, task_id, lease_epoch, kind,
 
 pub(crate) const ACTION_COLUMNS: &str =
     "id, task_id, run_id, action, actor, reason, reference, epoch_seen, epoch_after, status_seen, outcome, \
-     request_id, created_at, via";
+     request_id, created_at, via, attention";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
@@ -202,6 +202,7 @@ pub(crate) struct ActionRow {
     request_id: Option<String>,
     created_at: DateTime<Utc>,
     via: Option<String>,
+    attention: Option<String>,
 }
 
 impl From<ActionRow> for OperatorAction {
@@ -221,6 +222,7 @@ impl From<ActionRow> for OperatorAction {
             request_id: r.request_id,
             created_at: r.created_at,
             via: r.via,
+            attention: r.attention,
         }
     }
 }

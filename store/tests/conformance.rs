@@ -691,7 +691,13 @@ async fn overview_counts_the_window_and_what_needs_attention(db: Db) {
     );
     assert_eq!(
         o.attention,
-        Attention { unsafe_lost_leases: 3, needs_compensation: 2, silent_runs: 1, dead_tasks: 1 },
+        Attention {
+            unsafe_lost_leases: 3,
+            needs_compensation: 2,
+            silent_runs: 1,
+            dead_tasks: 1,
+            ..Default::default()
+        },
         "twice and fx need compensation; done is compensated; idem is idempotent"
     );
     // Cross-check the flag with the task detail.

@@ -8,7 +8,7 @@
 
 use crate::api::actions::act_on_task;
 use lastword_core::action::{lease_live, requeue_changes};
-use lastword_core::{ActionKind, ActionOutcome, ActionRequest, RunState, TaskDetail};
+use lastword_core::{ActionKind, ActionOutcome, ActionRequest, AttentionKind, RunState, TaskDetail};
 use leptos::prelude::*;
 
 /// What the last action said, shown above the task until the next one.
@@ -29,6 +29,8 @@ pub struct ActionUi {
     pub unsafe_ack: RwSignal<bool>,
     /// The operator says the deterministic cause of the last failure was fixed.
     pub retry_deterministic: RwSignal<bool>,
+    /// The attention item an acknowledgement takes.
+    pub attention: RwSignal<Option<AttentionKind>>,
     pub feedback: RwSignal<Option<Feedback>>,
     /// One per opened confirmation: a double click or a retried request applies once.
     pub request_id: RwSignal<String>,
@@ -45,6 +47,7 @@ impl ActionUi {
             fence: RwSignal::new(false),
             unsafe_ack: RwSignal::new(false),
             retry_deterministic: RwSignal::new(false),
+            attention: RwSignal::new(None),
             feedback: RwSignal::new(None),
             request_id: RwSignal::new(String::new()),
             run_id: RwSignal::new(None),
@@ -160,6 +163,7 @@ pub fn TaskActions(
                 run_id: ui.run_id.get_untracked(),
                 request_id: Some(ui.request_id.get_untracked()),
                 retry_deterministic: kind == ActionKind::Requeue && ui.retry_deterministic.get_untracked(),
+                attention: if kind == ActionKind::Acknowledge { ui.attention.get_untracked() } else { None },
             };
             action.dispatch((kind, request));
         }
@@ -177,6 +181,7 @@ pub fn TaskActions(
                         && (!needs_ack || ui.unsafe_ack.get())
                         && (!needs_retry_ok || ui.retry_deterministic.get())
                 }
+                Some(ActionKind::Acknowledge) => ui.attention.get().is_some(),
                 _ => true,
             }
     };
@@ -187,6 +192,8 @@ pub fn TaskActions(
     let epoch = task.lease_epoch;
     let effects = detail.effects.clone();
     let queued = task.status == "queued";
+    let items = detail.attention.clone();
+    let items_for_form = items.clone();
 
     view! {
         <section class="actions" aria-labelledby="actions-title" data-testid="actions">
@@ -212,6 +219,16 @@ pub fn TaskActions(
                         "Undo compensation…"
                     </button>
                 })}
+                {(!items.is_empty()).then(|| {
+                    let first = items.first().copied();
+                    view! {
+                        <button type="button" class="btn" data-testid="acknowledge-open"
+                            title="take it: everyone sees who has it and your note"
+                            on:click=move |_| { ui.open(ActionKind::Acknowledge); ui.attention.set(first); }>
+                            "Acknowledge…"
+                        </button>
+                    }
+                })}
             </div>
             <Show when=move || ui.open.get().is_some()>
                 <form class="confirm" data-testid="confirm-form" on:submit=submit.clone()>
@@ -220,6 +237,7 @@ pub fn TaskActions(
                         let owner = owner.clone();
                         let expires = expires.clone();
                         let effects = effects.clone();
+                        let items = items_for_form.clone();
                         move || match ui.open.get() {
                             Some(ActionKind::Requeue) => view! {
                                 <h3>{format!("Re-queue task #{task_id}")}</h3>
@@ -285,11 +303,34 @@ pub fn TaskActions(
                                 <p>"The task goes back on the needs-attention lists; the original mark stays in the audit trail."</p>
                             }
                             .into_any(),
+                            Some(ActionKind::Acknowledge) => view! {
+                                <h3>{format!("Acknowledge task #{task_id}")}</h3>
+                                <p>"Says you have it: everyone sees who took it, when, and your note (below). Nothing on the task changes."</p>
+                                <fieldset class="field" data-testid="attention-choice">
+                                    <legend>"Item"</legend>
+                                    {items.iter().map(|k| {
+                                        let k = *k;
+                                        view! {
+                                            <label>
+                                                <input type="radio" name="attention" value=k.as_str()
+                                                    prop:checked=move || ui.attention.get() == Some(k)
+                                                    on:change=move |_| ui.attention.set(Some(k)) />
+                                                {format!(" {}", k.label())}
+                                            </label>
+                                        }
+                                    }).collect_view()}
+                                </fieldset>
+                            }
+                            .into_any(),
                             None => ().into_any(),
                         }
                     }
                     <label class="field">
-                        "Reason (required, goes to the audit trail)"
+                        {move || if ui.open.get() == Some(ActionKind::Acknowledge) {
+                            "Note (required, everyone sees it: what you are doing, e.g. \"investigating — refund team paged\")"
+                        } else {
+                            "Reason (required, goes to the audit trail)"
+                        }}
                         <textarea data-testid="reason" required=true maxlength="2000" rows="2" prop:value=move || ui.reason.get()
                             on:input=move |ev| ui.reason.set(event_target_value(&ev))></textarea>
                     </label>
@@ -299,6 +340,7 @@ pub fn TaskActions(
                                 Some(ActionKind::Requeue) => format!("Re-queue task #{task_id}"),
                                 Some(ActionKind::Compensate) => "Mark compensated".to_string(),
                                 Some(ActionKind::Uncompensate) => "Undo compensation".to_string(),
+                                Some(ActionKind::Acknowledge) => "Acknowledge".to_string(),
                                 None => String::new(),
                             }}
                         </button>

@@ -38,6 +38,7 @@ pub fn AuditLine(action: OperatorAction) -> impl IntoView {
             {refused.map(|code| view! { " — "<span class="tag tag-refused">{format!("refused: {code}")}</span> })}
             ": "<q>{a.reason.clone()}</q>
             {a.reference.clone().map(|r| view! { " "<span class="tag">{format!("ref {r}")}</span> })}
+            {a.attention.clone().map(|k| view! { " "<span class="tag" data-testid="audit-attention">{k}</span> })}
         </span>
     }
 }
@@ -48,6 +49,7 @@ fn kind_verb(action: &str) -> &'static str {
         Some(ActionKind::Requeue) => "re-queue",
         Some(ActionKind::Compensate) => "mark compensated",
         Some(ActionKind::Uncompensate) => "undo the compensation of",
+        Some(ActionKind::Acknowledge) => "acknowledge",
         None => "act on",
     }
 }

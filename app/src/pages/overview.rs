@@ -106,21 +106,30 @@ pub fn OverviewPage() -> impl IntoView {
 fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
     let since = format!("since={window}");
     let a = overview.attention.clone();
+    // (label, count, of which acknowledged, link, test id)
     let attention = [
         (
             "Lost-lease completions of unsafe tasks",
             a.unsafe_lost_leases,
+            None,
             format!("/failures?cause=lost_lease&{since}"),
             "attention-lost-lease",
         ),
         (
             "Double executions awaiting compensation",
             a.needs_compensation,
+            Some(a.taken.needs_compensation),
             format!("/failures?cause=lost_lease&{since}"),
             "attention-compensation",
         ),
-        ("Silent runs", a.silent_runs, format!("/failures?cause=silent&{since}"), "attention-silent"),
-        ("Dead tasks", a.dead_tasks, format!("/failures?{since}"), "attention-dead"),
+        ("Silent runs", a.silent_runs, None, format!("/failures?cause=silent&{since}"), "attention-silent"),
+        (
+            "Dead tasks",
+            a.dead_tasks,
+            Some(a.taken.dead_tasks),
+            format!("/failures?{since}"),
+            "attention-dead",
+        ),
     ];
     let total: i64 = overview.by_state.iter().map(|(_, n)| n).sum();
     view! {
@@ -129,12 +138,17 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
             <ul class="cards">
                 {attention
                     .into_iter()
-                    .map(|(label, n, href, id)| {
+                    .map(|(label, n, taken, href, id)| {
+                        // Open items are the alarm; those someone has taken are said, not shouted.
+                        let open = n - taken.unwrap_or(0);
                         view! {
-                            <li class={if n > 0 { "card card-alert" } else { "card" }} data-testid=id>
+                            <li class={if open > 0 { "card card-alert" } else { "card" }} data-testid=id>
                                 <a href=href>
                                     <span class="card-n">{n}</span>
                                     <span class="card-label">{label}</span>
+                                    {taken.filter(|t| *t > 0).map(|t| view! {
+                                        <span class="card-taken" data-testid="taken">{format!("{open} open · {t} acknowledged")}</span>
+                                    })}
                                 </a>
                             </li>
                         }

@@ -108,6 +108,18 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                 <a href=format!("/api/v1/tasks/{}/export?format=json", t.id) download=format!("task-{}.json", t.id) data-testid="export-json">"JSON"</a>
             </span>
         </header>
+        {detail.acknowledgements.iter().map(|a| {
+            let what = a.attention.as_deref().and_then(lastword_core::AttentionKind::parse).map(|k| k.label()).unwrap_or("attention");
+            view! {
+                <p class="banner banner-ack" data-testid="acknowledged">
+                    <strong>{format!("⚑ {what}: taken by {}", a.actor)}</strong>" "<Time t=a.created_at />
+                    {format!(" — {}", a.reason)}
+                </p>
+            }
+        }).collect_view()}
+        {detail.attention.iter().filter(|k| !detail.acknowledgements.iter().any(|a| a.attention.as_deref() == Some(k.as_str()))).map(|k| view! {
+            <p class="banner banner-warn" data-testid="unacknowledged">{format!("Needs someone: {} — nobody has taken it yet.", k.label())}</p>
+        }).collect_view()}
         {t.compensated_at.map(|at| view! {
             <p class="banner banner-ok" data-testid="compensated">
                 {format!("Compensated by {} ", t.compensated_by.clone().unwrap_or_default())}

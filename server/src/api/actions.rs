@@ -103,6 +103,17 @@ pub async fn compensate(
     act(state, ActionKind::Compensate, id, principal, request).await
 }
 
+/// `POST /api/v1/tasks/{id}/acknowledge` `{"attention", "reason", "expected_epoch"?, "request_id"?}`:
+/// takes an attention item (`reason` is the note everyone sees).
+pub async fn acknowledge(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    principal: Option<Extension<Principal>>,
+    request: Result<Json<Value>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    act(state, ActionKind::Acknowledge, id, principal, request).await
+}
+
 /// `POST /api/v1/tasks/{id}/uncompensate` `{"reason", "request_id"?}`: undoes a compensation mark.
 pub async fn uncompensate(
     State(state): State<AppState>,

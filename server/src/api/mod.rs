@@ -37,6 +37,7 @@ pub fn routes() -> Router<AppState> {
         .route("/tasks/{id}/requeue", post(actions::requeue))
         .route("/tasks/{id}/compensate", post(actions::compensate))
         .route("/tasks/{id}/uncompensate", post(actions::uncompensate))
+        .route("/tasks/{id}/acknowledge", post(actions::acknowledge))
         .route("/requeue/preview", get(actions::preview))
         .route("/requeue", post(actions::bulk_requeue))
         .route("/audit", get(actions::audit))
