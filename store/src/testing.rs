@@ -260,3 +260,136 @@ macro_rules! on_every_backend {
         }
     };
 }
+
+/// A PostgreSQL cluster of a test's own (`initdb` + `pg_ctl` in a temporary directory, on a
+/// free loopback port), for tests that stop the database: never the machine's shared server.
+/// As root, the server binaries run as the `postgres` user (`initdb` refuses root). Stopped and
+/// removed when dropped.
+pub struct ThrowawayCluster {
+    bin: std::path::PathBuf,
+    dir: tempfile::TempDir,
+    pub port: u16,
+    as_postgres: bool,
+}
+
+impl ThrowawayCluster {
+    /// `None` when the server binaries are not installed and PostgreSQL is not required
+    /// (`LASTWORD_REQUIRE_POSTGRES` unset); a failure to start is a panic with the log.
+    pub fn start() -> Option<ThrowawayCluster> {
+        let bin = postgres_bindir();
+        let Some(bin) = bin else {
+            assert!(
+                std::env::var(REQUIRE_POSTGRES).as_deref() != Ok("1"),
+                "{REQUIRE_POSTGRES}=1 but no PostgreSQL server binaries (initdb, pg_ctl) were found"
+            );
+            eprintln!("SKIPPED (PostgreSQL): no initdb/pg_ctl for a throwaway cluster");
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let as_postgres = running_as_root();
+        if as_postgres {
+            let ok = std::process::Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(ok.success(), "chown of the cluster directory");
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let cluster = ThrowawayCluster { bin, dir, port, as_postgres };
+        let data = cluster.data();
+        cluster.run("initdb", &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
+        cluster.pg_ctl_start();
+        Some(cluster)
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    /// `postgres://postgres@127.0.0.1:<port>/<database>`.
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let exe = self.bin.join(tool);
+        let mut command = if self.as_postgres {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            std::process::Command::new(&exe)
+        };
+        let out = command.args(args).output().unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
+        let log = std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default();
+        assert!(
+            out.status.success(),
+            "{tool} {args:?} failed: {}{}\n{log}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn pg_ctl_start(&self) {
+        let (data, log) = (self.data(), self.dir.path().join("log").display().to_string());
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off",
+            self.port,
+            self.dir.path().display()
+        );
+        self.run("pg_ctl", &["-D", &data, "-l", &log, "-o", &options, "-w", "-t", "60", "start"]);
+    }
+
+    /// Starts the stopped cluster again, on the same port.
+    pub fn start_again(&self) {
+        self.pg_ctl_start();
+    }
+
+    /// Stops it the hard way (`-m immediate`: every connection cut, as a crash would).
+    pub fn stop(&self) {
+        self.run("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"]);
+    }
+}
+
+impl Drop for ThrowawayCluster {
+    fn drop(&mut self) {
+        let data = self.data();
+        let exe = self.bin.join("pg_ctl");
+        let mut command = if self.as_postgres {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            std::process::Command::new(&exe)
+        };
+        let _ = command.args(["-D", &data, "-m", "immediate", "-w", "stop"]).output();
+    }
+}
+
+/// Where `initdb` and `pg_ctl` live: `pg_config --bindir`, else Debian's versioned directory.
+fn postgres_bindir() -> Option<std::path::PathBuf> {
+    let from_config = std::process::Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| std::path::PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let debian = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|versions| {
+        let mut dirs: Vec<_> = versions.flatten().map(|v| v.path().join("bin")).collect();
+        dirs.sort();
+        dirs.pop()
+    });
+    [from_config, debian]
+        .into_iter()
+        .flatten()
+        .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
+}
+
+/// Whether this process runs as root (then the cluster runs as `postgres`).
+fn running_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
