@@ -7,9 +7,10 @@
 //! `operator_actions.attention` naming the item) so the trail says who took what and when, and
 //! a second person taking it over is a second entry.
 //!
-//! An acknowledgement holds for the incident it was made on: a dead task or an unsafe lost
-//! lease is the same incident while the task's epoch is unchanged (a re-queue and a new death
-//! is a new one); a double execution stays taken until it is compensated, whatever the epoch.
+//! An acknowledgement holds for the incident it was made on: a dead task is the same incident
+//! while the task's epoch is unchanged (a re-queue and a new death is a new one); a double
+//! execution and an unsafe lost lease stay taken until the task is compensated (a compensation
+//! ends them; an undo reopens them untaken), whatever the epoch.
 
 use crate::model::{Effect, OperatorAction, Run, Task};
 use crate::state::{RunState, Tokens};
@@ -52,11 +53,12 @@ impl AttentionKind {
         }
     }
 
-    /// Whether an acknowledgement made at `epoch_seen` still holds for a task at `epoch`.
-    fn holds(self, epoch_seen: Option<i64>, epoch: i64) -> bool {
+    /// Whether an acknowledgement applied at `epoch_at` (the task's epoch then: the audit
+    /// row's `epoch_after`) still holds for a task at `epoch`.
+    fn holds(self, epoch_at: Option<i64>, epoch: i64) -> bool {
         match self {
-            AttentionKind::DoubleExecution => true,
-            AttentionKind::UnsafeLostLease | AttentionKind::Dead => epoch_seen == Some(epoch),
+            AttentionKind::DoubleExecution | AttentionKind::UnsafeLostLease => true,
+            AttentionKind::Dead => epoch_at == Some(epoch),
         }
     }
 }
@@ -83,14 +85,19 @@ pub fn items(task: &Task, runs: &[Run], effects: &[Effect], tokens: &Tokens) -> 
 /// The acknowledgements that hold now, newest first, one per item that is still open: `audit`
 /// is the task's trail (newest first), `open` its items.
 pub fn current(task: &Task, audit: &[OperatorAction], open: &[AttentionKind]) -> Vec<OperatorAction> {
+    use crate::action::ActionKind;
     let mut out: Vec<OperatorAction> = Vec::new();
     for a in audit {
-        if a.action != crate::action::ActionKind::Acknowledge.as_str() || a.refused().is_some() {
+        // Older than the newest compensation: that incident ended (an undo reopens it untaken).
+        if a.action == ActionKind::Compensate.as_str() && a.refused().is_none() {
+            break;
+        }
+        if a.action != ActionKind::Acknowledge.as_str() || a.refused().is_some() {
             continue;
         }
         let Some(kind) = a.attention.as_deref().and_then(AttentionKind::parse) else { continue };
         let taken = out.iter().any(|o| o.attention.as_deref() == Some(kind.as_str()));
-        if open.contains(&kind) && kind.holds(a.epoch_seen, task.lease_epoch) && !taken {
+        if open.contains(&kind) && kind.holds(a.epoch_after, task.lease_epoch) && !taken {
             out.push(a.clone());
         }
     }
@@ -169,6 +176,12 @@ mod tests {
         let later = task("completed", 9);
         let trail = [ack(AttentionKind::DoubleExecution, 2, "ann", 1)];
         assert_eq!(current(&later, &trail, &[AttentionKind::DoubleExecution]).len(), 1);
+        // A compensation ends it; an undo later reopens it untaken.
+        let mut compensated = ack(AttentionKind::DoubleExecution, 9, "carol", 2);
+        compensated.action = "compensate".into();
+        compensated.attention = None;
+        let after_undo = [compensated, ack(AttentionKind::DoubleExecution, 2, "ann", 1)];
+        assert!(current(&later, &after_undo, &[AttentionKind::DoubleExecution]).is_empty());
         assert_eq!(AttentionKind::parse("unsafe_lost_lease"), Some(AttentionKind::UnsafeLostLease));
         assert_eq!(AttentionKind::parse("nope"), None);
     }

@@ -126,7 +126,7 @@ pub fn task_markdown(detail: &TaskDetail, links: Option<&TraceLinks>, exported_a
                     Some(url) => format!("[{}]({url})", cell(id)),
                     None => cell(id),
                 },
-                (Some(id), None) => format!("`{}`", id.replace('`', "")),
+                (Some(id), None) => cell(id),
                 (None, _) => "—".to_string(),
             };
             let _ = writeln!(
@@ -337,8 +337,12 @@ mod tests {
         assert!(md.contains(r"\<script\>alert(1)\</script\>"), "{md}");
         // An output holding a triple backtick is fenced with four.
         assert!(md.contains("````text\nsent ``` the refund\n````"), "{md}");
-        // Without a template the trace id is code, not a link.
-        assert!(md.contains("| `def` |"), "{md}");
+        // Without a template the trace id is text, escaped like every runner-written cell.
+        assert!(md.contains("| def |"), "{md}");
+        let mut detail = detail();
+        detail.runs[1].trace_id = Some("a|b\n# forged".into());
+        let md = task_markdown(&detail, None, t0());
+        assert!(md.contains(r"| a\|b \# forged |"), "{md}");
     }
 
     #[test]

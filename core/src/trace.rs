@@ -87,7 +87,13 @@ impl TraceLinks {
     /// not a valid trace id.
     pub fn url(&self, trace_id: &str) -> Option<String> {
         check_trace_id(trace_id).ok()?;
-        Some(self.template.replace(PLACEHOLDER, &crate::query::encode_component(trace_id)))
+        // `.` and `..` would be resolved as path steps by the browser: encode an id of dots.
+        let encoded = if trace_id.chars().all(|c| c == '.') {
+            trace_id.replace('.', "%2E")
+        } else {
+            crate::query::encode_component(trace_id)
+        };
+        Some(self.template.replace(PLACEHOLDER, &encoded))
     }
 }
 
@@ -118,6 +124,7 @@ mod tests {
             "https://tempo.example/trace/",
             "https://tempo.example/{trace_id} x",
             "https://",
+            "éhttps://x/{trace_id}",
         ] {
             assert!(TraceLinks::parse(bad).is_err(), "{bad} accepted");
         }
@@ -131,6 +138,7 @@ mod tests {
             links.url("a/../b?c#d").as_deref(),
             Some("https://t.example/trace/a%2F..%2Fb%3Fc%23d?org=1")
         );
+        assert_eq!(links.url("..").as_deref(), Some("https://t.example/trace/%2E%2E?org=1"));
         assert_eq!(links.url("bad id"), None);
         assert_eq!(links.url(""), None);
     }

@@ -897,7 +897,11 @@ async fn an_attention_item_is_acknowledged_handed_over_and_let_go(db: Db) {
         f.act(
             id,
             ActionKind::Acknowledge,
-            ack(AttentionKind::Dead, "taking over, alice is off shift"),
+            // Without the epoch seen (the CLI's default): it holds for the epoch it was applied at.
+            ActionRequest {
+                expected_epoch: None,
+                ..ack(AttentionKind::Dead, "taking over, alice is off shift")
+            },
             "bob",
         )
         .await,

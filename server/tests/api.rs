@@ -677,6 +677,7 @@ async fn exports_carry_the_story_and_the_list(db: Db) {
         ("/api/v1/runs/export?format=csv&max=0".to_string(), "max"),
         ("/api/v1/runs/export?format=csv&max=100001".to_string(), "max"),
         ("/api/v1/runs/export?format=csv&limit=5".to_string(), "limit"),
+        ("/api/v1/runs/export?format=csv&after=1_1".to_string(), "after"),
         ("/api/v1/runs/export?format=csv&cause=melted".to_string(), "cause"),
     ] {
         let (status, body) = api.json(&uri).await;

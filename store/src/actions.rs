@@ -200,10 +200,11 @@ macro_rules! action_methods {
                     .into_iter()
                     .map(Into::into)
                     .collect();
-            // The newest *applied* action explains a change; refused attempts changed nothing.
+            // The newest *applied* change explains one; refused attempts and acknowledgements
+            // changed nothing.
             let sql = format!(
                 "SELECT {} FROM operator_actions WHERE task_id = $1 AND outcome = '{}' \
-                 ORDER BY created_at DESC, id DESC LIMIT 1",
+                   AND action <> 'acknowledge' ORDER BY created_at DESC, id DESC LIMIT 1",
                 $crate::rows::ACTION_COLUMNS,
                 lastword_core::action::APPLIED
             );

@@ -389,29 +389,32 @@ pub(crate) fn attention(
     buf
 }
 
-/// The acknowledged part of the attention counts (`lastword_core::attention`): dead tasks of the
-/// window whose death someone took at its epoch, and double executions awaiting compensation,
-/// active in the window, that someone took. Read by the rollup-backed overview and its oracle
-/// alike (acknowledgements are few; each an index lookup by task).
+/// The acknowledged part of the attention counts (`lastword_core::attention`), read from the
+/// acknowledgements (few rows, each an index lookup by task): dead tasks of the window whose
+/// death someone took at its epoch, and unsafe, uncompensated double executions active in the
+/// window that someone took since their last compensation. Read by the rollup-backed overview
+/// and its oracle alike.
 pub(crate) fn attention_taken(since: DateTime<Utc>, until: DateTime<Utc>) -> SqlBuf {
     let mut buf = SqlBuf::default();
     let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
-    let taken = |item: &str, epoch: &str| {
+    let applied = lastword_core::action::APPLIED;
+    let acks = |item: &str| {
         format!(
-            "EXISTS (SELECT 1 FROM operator_actions a WHERE a.task_id = t.id AND a.action = 'acknowledge' \
-               AND a.outcome = '{}' AND a.attention = '{item}'{epoch})",
-            lastword_core::action::APPLIED
+            "FROM operator_actions a JOIN tasks t ON t.id = a.task_id \
+             WHERE a.action = 'acknowledge' AND a.outcome = '{applied}' AND a.attention = '{item}'"
         )
     };
-    let dead = taken("dead", " AND a.epoch_seen = t.lease_epoch");
-    let double = taken("double_execution", "");
     let sql = format!(
         "SELECT \
-           (SELECT COUNT(*) FROM tasks t WHERE t.status = 'dead' AND t.updated_at >= {s} AND t.updated_at < {u} \
-              AND {dead}), \
-           (SELECT COUNT(*) FROM tasks t WHERE t.safety = 'unsafe' AND t.compensated_at IS NULL AND {double} \
-              AND t.id IN (SELECT r.task_id FROM runs r WHERE r.claimed_at >= {s} AND r.claimed_at < {u} \
-                           UNION SELECT e.task_id FROM effects e WHERE e.created_at >= {s} AND e.created_at < {u}))"
+           (SELECT COUNT(DISTINCT t.id) {dead} AND a.epoch_after = t.lease_epoch AND t.status = 'dead' \
+              AND t.updated_at >= {s} AND t.updated_at < {u}), \
+           (SELECT COUNT(DISTINCT t.id) {double} AND t.safety = 'unsafe' AND t.compensated_at IS NULL \
+              AND NOT EXISTS (SELECT 1 FROM operator_actions c WHERE c.task_id = t.id AND c.action = 'compensate' \
+                                AND c.outcome = '{applied}' AND c.id > a.id) \
+              AND (EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.claimed_at >= {s} AND r.claimed_at < {u}) \
+                   OR EXISTS (SELECT 1 FROM effects e WHERE e.task_id = t.id AND e.created_at >= {s} AND e.created_at < {u})))",
+        dead = acks("dead"),
+        double = acks("double_execution"),
     );
     buf.push(&sql);
     buf

@@ -29,7 +29,11 @@ const SINCE_CHOICES: [(&str, &str); 6] = [
 fn export_href(query: &leptos_router::params::ParamsMap, format: &str) -> String {
     let mut q = query.clone();
     q.remove("after");
-    if q.get("state").is_none() && q.get("cause").is_none() {
+    let given = |k: &str| q.get(k).is_some_and(|v| !v.trim().is_empty());
+    let narrowed = given("state") || given("cause");
+    if !narrowed {
+        q.remove("state");
+        q.remove("cause");
         let failures: Vec<&str> = RunState::failures().iter().map(|s| s.as_str()).collect();
         q.insert("state", failures.join(","));
     }

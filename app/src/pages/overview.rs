@@ -140,7 +140,8 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
                     .into_iter()
                     .map(|(label, n, taken, href, id)| {
                         // Open items are the alarm; those someone has taken are said, not shouted.
-                        let open = n - taken.unwrap_or(0);
+                        // Counted a moment apart (the rollups lag the audit): never below zero.
+                        let open = (n - taken.unwrap_or(0)).max(0);
                         view! {
                             <li class={if open > 0 { "card card-alert" } else { "card" }} data-testid=id>
                                 <a href=href>

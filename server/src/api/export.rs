@@ -243,7 +243,13 @@ pub async fn runs(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Res
                         ParamError::new("max", format!("must be a whole number from 1 to {MAX_ROWS}"))
                     })?;
             }
-            "limit" => return Err(ParamError::new("limit", "an export is not paged; use max").into()),
+            "limit" | "after" => {
+                return Err(ParamError::new(
+                    &key,
+                    "an export is not paged: use max, and until to go further back",
+                )
+                .into())
+            }
             _ => filters.push((key, value)),
         }
     }
