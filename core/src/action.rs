@@ -91,7 +91,7 @@ pub struct ActionRequest {
     /// the operator changed what made it fail (a shorter input, a bigger context window).
     #[serde(default)]
     pub retry_deterministic: bool,
-    /// Acknowledge only: the item taken (`double_execution`, `unsafe_lost_lease`, `dead`); the
+    /// Acknowledge only: the item taken (`double_execution`, `unsafe_lost_lease`, `loop`, `dead`); the
     /// reason is the note others see.
     #[serde(default)]
     pub attention: Option<crate::attention::AttentionKind>,

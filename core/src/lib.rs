@@ -3,6 +3,7 @@
 //! and compiled to wasm unchanged.
 
 pub mod action;
+pub mod alerts;
 pub mod attention;
 pub mod auth;
 pub mod change;

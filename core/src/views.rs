@@ -175,7 +175,7 @@ impl TaskDetail {
         let double = double_execution(&runs, &effects, tokens);
         let needs = needs_compensation(&task, double);
         let attention = crate::attention::items(&task, &runs, &effects, tokens);
-        let acknowledgements = crate::attention::current(&task, &audit, &attention);
+        let acknowledgements = crate::attention::current(&task, &runs, &audit, &attention);
         TaskDetail {
             task,
             runs,

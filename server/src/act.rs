@@ -110,7 +110,7 @@ pub struct CompensateArgs {
 pub struct AcknowledgeArgs {
     /// The task.
     pub task: i64,
-    /// The item you take: double_execution, unsafe_lost_lease or dead.
+    /// The item you take: double_execution, unsafe_lost_lease, loop or dead.
     #[arg(long, value_parser = parse_attention)]
     pub item: lastword_core::AttentionKind,
     /// The note everyone sees ("investigating — refund team paged"); goes to the audit trail.
@@ -127,7 +127,7 @@ pub struct AcknowledgeArgs {
 
 fn parse_attention(s: &str) -> Result<lastword_core::AttentionKind, String> {
     lastword_core::AttentionKind::parse(s)
-        .ok_or_else(|| format!("{s:?}: expected double_execution, unsafe_lost_lease or dead"))
+        .ok_or_else(|| format!("{s:?}: expected double_execution, unsafe_lost_lease, loop or dead"))
 }
 
 #[derive(Debug, Args)]

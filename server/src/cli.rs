@@ -191,6 +191,19 @@ pub struct ServeArgs {
     #[arg(long, env = "LASTWORD_TRACE_URL_TEMPLATE", value_parser = parse_trace_links)]
     pub trace_url_template: Option<lastword_core::TraceLinks>,
 
+    /// Sends alerts to this webhook (repeat for several; space-separated in the environment):
+    /// `https://…` takes every kind (a Slack body for hooks.slack.com, JSON otherwise), or
+    /// `kinds=dead,loop;format=slack;url=https://…` (kinds: double_execution,
+    /// unsafe_lost_lease, loop, dead). One message per incident and a resolved one when it
+    /// clears; with several servers on one database only one sends (README, "On call").
+    #[arg(long = "notify-url", env = "LASTWORD_NOTIFY_URL", value_delimiter = ' ', value_parser = parse_sink, hide_env_values = true)]
+    pub notify_url: Vec<crate::notify::Sink>,
+
+    /// After a receiver was sent an alert of a kind, the next alerts of that kind wait this
+    /// long and go to it together.
+    #[arg(long, env = "LASTWORD_NOTIFY_COOLDOWN", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub notify_cooldown: std::time::Duration,
+
     /// Also run the simulated fleet in this process, so the dashboard has live data.
     #[arg(long, env = "LASTWORD_DEMO")]
     pub demo: bool,
@@ -200,6 +213,10 @@ pub struct ServeArgs {
 
     #[command(flatten, next_help_heading = "Authentication (docs/auth.md)")]
     pub auth: crate::auth::config::AuthArgs,
+}
+
+fn parse_sink(spec: &str) -> Result<crate::notify::Sink, String> {
+    crate::notify::Sink::parse(spec)
 }
 
 fn parse_trace_links(template: &str) -> Result<lastword_core::TraceLinks, String> {

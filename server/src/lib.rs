@@ -10,6 +10,7 @@ pub mod events;
 pub mod health;
 pub mod live;
 pub mod metrics;
+pub mod notify;
 pub mod rollups;
 pub mod routes;
 pub mod security;

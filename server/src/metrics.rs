@@ -1,9 +1,17 @@
-//! `GET /metrics`: Prometheus gauges so an alert can page someone before anyone opens the page.
+//! `GET /metrics`: what an alert pages on (the rules: `deploy/prometheus/lastword-rules.yml`).
 //!
-//! The store-derived gauges come from one [`Store::overview`](lastword_store::Store::overview)
-//! over the last hour, cached for [`TTL`]: concurrent scrapes wait for one refresh and share it,
-//! so a scrape storm costs the database one set of queries per ten seconds. A failed refresh is
-//! cached too (`lastword_database_up 0`). `lastword_live_clients` is read on every scrape.
+//! Three kinds of figures, all from one refresh cached for [`TTL`] (concurrent scrapes wait for
+//! one refresh and share it, so a scrape storm costs the database one set of queries per ten
+//! seconds; a failed refresh is cached too, `lastword_database_up 0`):
+//!
+//! - **Counters** of what runs reached (`lastword_run_outcomes_total{state}`, causes, claims,
+//!   unsafe lost leases, deaths): monotonic by construction, from the per-bucket counts the
+//!   rollups keep (`lastword_core::alerts` says why a count by current state cannot be one);
+//! - **gauges of open attention items** across all history (double executions awaiting
+//!   compensation, loops; deaths of the last day), open vs acknowledged;
+//! - the **last-hour gauges** of the overview (`lastword_runs{state}` …), kept for dashboards.
+//!
+//! `lastword_live_clients` is read on every scrape.
 
 use crate::cached::Cached;
 use crate::AppState;
@@ -11,6 +19,7 @@ use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use chrono::Duration;
+use lastword_core::alerts::{AttentionNow, OutcomeCounters};
 use lastword_core::{Cause, Overview, RunState};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -26,26 +35,43 @@ const REFRESH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The OpenMetrics text format (Prometheus scrapes it natively).
 pub const CONTENT_TYPE_OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The last reading of the store; `None` inside means the database did not answer.
+/// How far back the counters look: claims in the last two days (a run that lasts longer than
+/// that and ends later is not counted).
+const HORIZON_BUCKETS: i64 = 2 * 24 * 3600 / lastword_store::BUCKET_SECS;
+
+/// One refresh: the last hour's overview, the items open now, the counters as of it.
+#[derive(Clone, Debug)]
+pub struct Reading {
+    pub overview: Overview,
+    pub attention: AttentionNow,
+    pub counters: OutcomeCounters,
+}
+
+/// The last reading of the store (`None` inside: the database did not answer), and the
+/// counters it feeds.
 pub struct MetricsCache {
-    last: Cached<Option<Overview>>,
+    last: Cached<Option<Reading>>,
+    counters: tokio::sync::Mutex<OutcomeCounters>,
 }
 
 impl Default for MetricsCache {
     fn default() -> Self {
-        MetricsCache { last: Cached::new(TTL) }
+        MetricsCache { last: Cached::new(TTL), counters: Default::default() }
     }
 }
 
 impl MetricsCache {
+    /// A cache whose readings last `ttl` (tests read every scrape afresh with zero).
+    pub fn with_ttl(ttl: std::time::Duration) -> Self {
+        MetricsCache { last: Cached::new(ttl), counters: Default::default() }
+    }
+
     /// The cached reading, refreshed first if older than [`TTL`].
-    async fn reading(&self, state: &AppState) -> Option<Overview> {
+    async fn reading(&self, state: &AppState) -> Option<Reading> {
         self.last
             .get(|| async {
-                let now = lastword_core::read_now();
-                let query = state.store.overview(now - Duration::hours(1), now, Duration::hours(1), now);
-                match tokio::time::timeout(REFRESH_TIMEOUT, query).await {
-                    Ok(Ok(overview)) => Some(overview),
+                match tokio::time::timeout(REFRESH_TIMEOUT, self.refresh(state)).await {
+                    Ok(Ok(reading)) => Some(reading),
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "metrics: store unavailable");
                         None
@@ -57,6 +83,19 @@ impl MetricsCache {
                 }
             })
             .await
+    }
+
+    async fn refresh(&self, state: &AppState) -> Result<Reading, lastword_store::StoreError> {
+        let now = lastword_core::read_now();
+        let store = &state.store;
+        let overview = store.overview(now - Duration::hours(1), now, Duration::hours(1), now).await?;
+        let attention = lastword_store::alerts::attention_now(store.db(), store.tokens(), now).await?;
+        let horizon = now.timestamp().div_euclid(lastword_store::BUCKET_SECS) - HORIZON_BUCKETS;
+        let since = chrono::DateTime::from_timestamp(horizon * lastword_store::BUCKET_SECS, 0).unwrap_or(now);
+        let counts = lastword_store::alerts::counts(store.db(), store.tokens(), since, now).await?;
+        let mut counters = self.counters.lock().await;
+        counters.observe(&counts, horizon);
+        Ok(Reading { overview, attention, counters: counters.clone() })
     }
 }
 
@@ -74,7 +113,7 @@ pub struct ProcessReading {
 }
 
 /// The exposition text for a store reading and the process's own figures.
-pub fn render(reading: Option<&Overview>, process: ProcessReading) -> String {
+pub fn render(reading: Option<&Reading>, process: ProcessReading) -> String {
     let mut registry = Registry::default();
     let db_reads = Counter::<u64>::default();
     db_reads.inc_by(process.db_reads);
@@ -97,7 +136,10 @@ pub fn render(reading: Option<&Overview>, process: ProcessReading) -> String {
     let live = Gauge::<i64>::default();
     live.set(live_clients);
     registry.register("lastword_live_clients", "Browsers connected to the live event stream", live);
-    if let Some(o) = reading {
+    if let Some(r) = reading {
+        register_alert_figures(&mut registry, r);
+    }
+    if let Some(o) = reading.map(|r| &r.overview) {
         let runs = Labelled::default();
         for state in RunState::ALL {
             let n = o.by_state.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n);
@@ -142,6 +184,51 @@ pub fn render(reading: Option<&Overview>, process: ProcessReading) -> String {
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &registry);
     out
+}
+
+/// The counters and the open-item gauges (see the module header).
+fn register_alert_figures(registry: &mut Registry, r: &Reading) {
+    let c = &r.counters;
+    let claimed = Counter::<u64>::default();
+    claimed.inc_by(c.claimed());
+    registry.register("lastword_runs_claimed", "Runs claimed (counted since this process started)", claimed);
+    let outcomes = Family::<[(&'static str, &'static str); 1], Counter<u64>>::default();
+    for state in RunState::ALL.into_iter().filter(|s| *s != RunState::Running) {
+        outcomes.get_or_create(&[("state", state.as_str())]).inc_by(c.reached(state));
+    }
+    registry.register(
+        "lastword_run_outcomes",
+        "Runs that reached each state (silent: the lease lapsed without a word; a silent run that later lands as a lost lease counts in both)",
+        outcomes,
+    );
+    let causes = Family::<[(&'static str, &'static str); 1], Counter<u64>>::default();
+    for cause in Cause::ALL {
+        causes.get_or_create(&[("cause", cause.as_str())]).inc_by(c.failed_with(cause));
+    }
+    registry.register("lastword_run_failure_causes", "Failed runs per cause", causes);
+    let unsafe_lost = Counter::<u64>::default();
+    unsafe_lost.inc_by(c.unsafe_lost_leases());
+    registry.register(
+        "lastword_unsafe_lost_lease_completions",
+        "Lost-lease completions of unsafe tasks (their effects may have run twice)",
+        unsafe_lost,
+    );
+    let dead = Counter::<u64>::default();
+    dead.inc_by(c.dead_tasks());
+    registry.register("lastword_tasks_dead", "Tasks that used every attempt", dead);
+    let items = Family::<[(&'static str, &'static str); 2], Gauge>::default();
+    let a = &r.attention;
+    let kinds = [("double_execution", a.double_executions), ("dead", Some(a.dead)), ("loop", Some(a.loops))];
+    for (kind, counts) in kinds {
+        let Some(n) = counts else { continue };
+        items.get_or_create(&[("kind", kind), ("acknowledged", "false")]).set(n.items - n.acknowledged);
+        items.get_or_create(&[("kind", kind), ("acknowledged", "true")]).set(n.acknowledged);
+    }
+    registry.register(
+        "lastword_attention_items",
+        "Attention items now: double executions awaiting compensation and re-claim loops in all history, deaths of the last 24 h; acknowledged=false ones nobody has taken",
+        items,
+    );
 }
 
 pub async fn handler(State(state): State<AppState>) -> Response {

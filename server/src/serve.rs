@@ -42,6 +42,19 @@ pub async fn serve(
     live.ensure_started();
     // Keeps the counting pages cheap on a long history (docs/counts.md).
     let rollups = crate::rollups::spawn(store.clone());
+    // Alerts to webhooks, when asked for: one sender among the servers on this database.
+    let (stop_notifier, notifier_stopped) = tokio::sync::watch::channel(false);
+    let notifier = if args.notify_url.is_empty() {
+        None
+    } else {
+        let base_url =
+            args.auth.public_origin.first().cloned().unwrap_or_else(|| format!("http://{}", args.addr));
+        let mut config = crate::notify::NotifyConfig::new(args.notify_url.clone(), base_url);
+        config.cooldown = chrono::Duration::from_std(args.notify_cooldown).context("--notify-cooldown")?;
+        let notifier = crate::notify::Notifier::new(store.db().clone(), store.tokens().clone(), config)
+            .context("the webhook client")?;
+        Some(notifier.spawn(notifier_stopped))
+    };
     let app = crate::router(state);
 
     // The demo fleet stops when the server does.
@@ -78,6 +91,10 @@ pub async fn serve(
         .context("server error")?;
     live.shutdown().await;
     rollups.abort();
+    let _ = stop_notifier.send(true);
+    if let Some(notifier) = notifier {
+        let _ = notifier.await;
+    }
     if let Some(sweeper) = sweeper {
         sweeper.abort();
     }

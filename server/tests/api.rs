@@ -462,6 +462,89 @@ async fn metrics_expose_the_series(db: Db) {
     assert!(text.contains("lastword_dead_tasks 1"), "{text}");
 }
 
+/// The counters start at zero when the server does and count what runs reach after that; the
+/// attention gauges say what is open now, acknowledged or not.
+async fn metrics_count_what_happens_after_the_start_and_gauge_what_is_open(db: Db) {
+    arrange(&db).await;
+    let store = store_for(db.clone(), Tokens::default());
+    let now = Utc::now();
+    while store.refresh_rollups(now).await.unwrap().has_more() {}
+    let mut state = AppState::new(leptos_options(), store.clone());
+    state.metrics = Arc::new(lastword_server::metrics::MetricsCache::with_ttl(std::time::Duration::ZERO));
+    let api = Api { app: router(state.clone()), state, store: store.clone() };
+    let scrape = || async { api.get("/metrics").await.2 };
+    let has =
+        |text: &str, line: &str| assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
+    let text = scrape().await;
+    // The arranged history is the baseline: not a burst of counts.
+    for line in [
+        "# TYPE lastword_run_outcomes counter",
+        "lastword_run_outcomes_total{state=\"silent\"} 0",
+        "lastword_run_outcomes_total{state=\"lost_lease\"} 0",
+        "lastword_runs_claimed_total 0",
+        "lastword_unsafe_lost_lease_completions_total 0",
+        "lastword_attention_items{kind=\"double_execution\",acknowledged=\"false\"} 1",
+        "lastword_attention_items{kind=\"dead\",acknowledged=\"false\"} 0",
+        "lastword_attention_items{kind=\"loop\",acknowledged=\"false\"} 0",
+    ] {
+        has(&text, line);
+    }
+    assert!(
+        !text.contains("lastword_run_outcomes_total{state=\"running\"}"),
+        "running is no outcome: {text}"
+    );
+
+    // After the start: a task dies (crash, one attempt), another acts.
+    let runner = Runner::new(
+        db.clone(),
+        "worker-z",
+        RunnerConfig::default(),
+        Arc::new(ManualClock::new(now - Duration::minutes(1))),
+    );
+    let probe = |max_attempts| NewTask {
+        kind: "metrics_probe".into(),
+        source: Source::Tick,
+        safety: Safety::Idempotent,
+        payload: serde_json::json!({}),
+        max_attempts,
+    };
+    let kinds = ["metrics_probe".to_string()];
+    let dead = runner.enqueue(&probe(1)).await.unwrap();
+    let l = runner.claim(Some(&kinds)).await.unwrap().unwrap();
+    runner.finish(l, Outcome::Failed { cause: ErrorCause::Crash, detail: "boom".into() }).await.unwrap();
+    runner.enqueue(&probe(3)).await.unwrap();
+    let l = runner.claim(Some(&kinds)).await.unwrap().unwrap();
+    runner.finish(l, acted("probed")).await.unwrap();
+    let text = scrape().await;
+    for line in [
+        "lastword_runs_claimed_total 2",
+        "lastword_run_outcomes_total{state=\"failed\"} 1",
+        "lastword_run_outcomes_total{state=\"acted\"} 1",
+        "lastword_run_outcomes_total{state=\"silent\"} 0",
+        "lastword_run_failure_causes_total{cause=\"crash\"} 1",
+        "lastword_tasks_dead_total 1",
+        "lastword_attention_items{kind=\"dead\",acknowledged=\"false\"} 1",
+    ] {
+        has(&text, line);
+    }
+    // Someone takes the dead task: open 0, acknowledged 1; the counters do not move.
+    let request = lastword_core::ActionRequest {
+        reason: "investigating".into(),
+        attention: Some(lastword_core::AttentionKind::Dead),
+        ..Default::default()
+    };
+    let actor = lastword_core::Actor::new("ann", "session");
+    store
+        .act(dead, lastword_core::ActionKind::Acknowledge, &request, &actor, Utc::now())
+        .await
+        .unwrap()
+        .unwrap();
+    let text = scrape().await;
+    has(&text, "lastword_attention_items{kind=\"dead\",acknowledged=\"false\"} 0");
+    has(&text, "lastword_attention_items{kind=\"dead\",acknowledged=\"true\"} 1");
+    has(&text, "lastword_runs_claimed_total 2");
+}
+
 /// The simulator's fleet (short lease, fixed seed) leaves realistic data; the API pages through
 /// all of it exactly once, filtered or not, and the facets agree with the filtered lists.
 async fn simulated_fleet_pages_through(db: Db) {
@@ -727,6 +810,7 @@ on_every_database!(
     bad_parameters_are_400_naming_the_parameter,
     overview_workers_and_timeline,
     metrics_expose_the_series,
+    metrics_count_what_happens_after_the_start_and_gauge_what_is_open,
     exports_carry_the_story_and_the_list,
     a_long_export_pages_through_the_store,
 );

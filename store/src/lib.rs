@@ -5,11 +5,24 @@
 //! ([`PgStore`], [`SqliteStore`]) and held to one conformance suite (`tests/conformance.rs`).
 //! The backend is chosen at runtime from the URL's scheme ([`DbTarget`]).
 
+/// Runs the same code with the pool of either backend (sqlx type-checks it for each). Defined
+/// before the modules so every one of them can use it.
+macro_rules! on_db {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::Db::Postgres($pool) => $body,
+            $crate::Db::Sqlite($pool) => $body,
+        }
+    };
+}
+
 mod actions;
+pub mod alerts;
 pub mod changes;
 mod connect;
 mod error;
 pub mod explain;
+pub mod notify;
 mod postgres;
 pub mod prune;
 mod queries;

@@ -57,17 +57,7 @@ const FLAGS_LOCK: i32 = 0x4c57_5246;
 /// The failure states, as the `STATE_SQL` twin spells them.
 const FAILURE_STATES: &str = "('silent', 'lost_lease', 'failed', 'empty_output')";
 
-/// Runs the same code with the pool of either backend (sqlx type-checks it for each).
-macro_rules! on_db {
-    ($db:expr, $pool:ident => $body:expr) => {
-        match $db {
-            Db::Postgres($pool) => $body,
-            Db::Sqlite($pool) => $body,
-        }
-    };
-}
-
-fn dialect(db: &Db) -> &'static Dialect {
+pub(crate) fn dialect(db: &Db) -> &'static Dialect {
     match db {
         Db::Postgres(_) => &crate::postgres::dialect::DIALECT,
         Db::Sqlite(_) => &crate::sqlite::dialect::DIALECT,
@@ -244,7 +234,31 @@ fn overview_counts_sql(
     buf
 }
 
-type OverviewRow = (Option<i64>, Option<String>, Option<String>, Option<String>, i64, Option<DateTime<Utc>>);
+pub(crate) type OverviewRow =
+    (Option<i64>, Option<String>, Option<String>, Option<String>, i64, Option<DateTime<Utc>>);
+
+/// Counts per rollup bucket (15 minutes), state, error and (lost leases) safety of the runs
+/// claimed from `since` (a bucket start) to `now`: what the alert counters are read from
+/// (`crate::alerts`), the same statement as the overview's with one series bucket per rollup
+/// bucket.
+pub(crate) fn bucket_counts_sql(
+    d: &Dialect,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+    tokens: &Tokens,
+) -> SqlBuf {
+    overview_counts_sql(d, &Window::new(Some(since), Some(now), now), BUCKET_SECS, now, tokens)
+}
+
+/// The far past and far future as both backends write them (unbounded windows).
+pub(crate) fn unbounded() -> (DateTime<Utc>, DateTime<Utc>) {
+    (far_past(), far_future())
+}
+
+pub(crate) fn attention_now_sql(now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
+    let (since, until) = unbounded();
+    attention_sql(since, until, now, tokens)
+}
 
 /// Double executions awaiting compensation among tasks active in the window (null while the
 /// flags are not complete for these tokens), dead tasks, and when the flags were refreshed.
