@@ -35,7 +35,8 @@ pub enum AttentionKind {
 }
 
 /// Failed attempts in a row, newest first, that make a task still being retried a re-claim loop.
-/// The SQL twin (the store's count for `/metrics` and the notifier) uses the same number.
+/// The SQL twin (the store's count for `/metrics` and the notifier) uses the same number, and
+/// so does the predicate of its index (migration 0013): change them together (a test checks).
 pub const LOOP_CLAIMS: usize = 3;
 
 impl AttentionKind {

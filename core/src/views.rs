@@ -83,6 +83,12 @@ pub struct Attention {
     pub silent_runs: i64,
     /// Tasks that used all their attempts.
     pub dead_tasks: i64,
+    /// Tasks in a re-claim loop now, whatever the window (`crate::attention::loop_streak`).
+    #[serde(default)]
+    pub loops: i64,
+    /// The first few of them, oldest id first, for links.
+    #[serde(default)]
+    pub loop_tasks: Vec<i64>,
     /// How many of those someone has acknowledged (`crate::attention`): the rest are open.
     #[serde(default)]
     pub taken: AttentionTaken,
@@ -93,6 +99,8 @@ pub struct Attention {
 pub struct AttentionTaken {
     pub needs_compensation: i64,
     pub dead_tasks: i64,
+    #[serde(default)]
+    pub loops: i64,
 }
 
 /// A worker seen in a window.

@@ -196,8 +196,9 @@ pub struct ServeArgs {
     /// `kinds=dead,loop;format=slack;url=https://…` (kinds: double_execution,
     /// unsafe_lost_lease, loop, dead). One message per incident and a resolved one when it
     /// clears; with several servers on one database only one sends (README, "On call").
-    #[arg(long = "notify-url", env = "LASTWORD_NOTIFY_URL", value_delimiter = ' ', value_parser = parse_sink, hide_env_values = true)]
-    pub notify_url: Vec<crate::notify::Sink>,
+    // Parsed by `serve`, not clap: a refused value must not be echoed (it holds the secret).
+    #[arg(long = "notify-url", env = "LASTWORD_NOTIFY_URL", value_delimiter = ' ', hide_env_values = true)]
+    pub notify_url: Vec<String>,
 
     /// After a receiver was sent an alert of a kind, the next alerts of that kind wait this
     /// long and go to it together.
@@ -213,10 +214,6 @@ pub struct ServeArgs {
 
     #[command(flatten, next_help_heading = "Authentication (docs/auth.md)")]
     pub auth: crate::auth::config::AuthArgs,
-}
-
-fn parse_sink(spec: &str) -> Result<crate::notify::Sink, String> {
-    crate::notify::Sink::parse(spec)
 }
 
 fn parse_trace_links(template: &str) -> Result<lastword_core::TraceLinks, String> {

@@ -39,10 +39,16 @@ pub const CONTENT_TYPE_OPENMETRICS: &str = "application/openmetrics-text; versio
 /// that and ends later is not counted).
 const HORIZON_BUCKETS: i64 = 2 * 24 * 3600 / lastword_store::BUCKET_SECS;
 
-/// One refresh: the last hour's overview, the items open now, the counters as of it.
+/// One refresh: the last hour's overview, and the alert figures (the items open now, the
+/// counters as of it) unless they could not be read this time.
 #[derive(Clone, Debug)]
 pub struct Reading {
     pub overview: Overview,
+    pub alerts: Option<AlertFigures>,
+}
+
+#[derive(Clone, Debug)]
+pub struct AlertFigures {
     pub attention: AttentionNow,
     pub counters: OutcomeCounters,
 }
@@ -68,34 +74,53 @@ impl MetricsCache {
 
     /// The cached reading, refreshed first if older than [`TTL`].
     async fn reading(&self, state: &AppState) -> Option<Reading> {
-        self.last
-            .get(|| async {
-                match tokio::time::timeout(REFRESH_TIMEOUT, self.refresh(state)).await {
-                    Ok(Ok(reading)) => Some(reading),
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "metrics: store unavailable");
-                        None
-                    }
-                    Err(_) => {
-                        tracing::warn!("metrics: store did not answer within {REFRESH_TIMEOUT:?}");
-                        None
-                    }
-                }
-            })
-            .await
+        self.last.get(|| async { self.refresh(state).await }).await
     }
 
-    async fn refresh(&self, state: &AppState) -> Result<Reading, lastword_store::StoreError> {
+    /// The overview decides `lastword_database_up`; the alert figures are read after it and,
+    /// should they fail or be slow, are left out of this reading (never reported as an outage).
+    async fn refresh(&self, state: &AppState) -> Option<Reading> {
         let now = lastword_core::read_now();
         let store = &state.store;
-        let overview = store.overview(now - Duration::hours(1), now, Duration::hours(1), now).await?;
+        let query = store.overview(now - Duration::hours(1), now, Duration::hours(1), now);
+        let overview = match tokio::time::timeout(REFRESH_TIMEOUT, query).await {
+            Ok(Ok(overview)) => overview,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "metrics: store unavailable");
+                return None;
+            }
+            Err(_) => {
+                tracing::warn!("metrics: store did not answer within {REFRESH_TIMEOUT:?}");
+                return None;
+            }
+        };
+        let alerts = match tokio::time::timeout(REFRESH_TIMEOUT, self.alert_figures(state, now)).await {
+            Ok(Ok(figures)) => Some(figures),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "metrics: alert figures unavailable");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("metrics: alert figures not read within {REFRESH_TIMEOUT:?}");
+                None
+            }
+        };
+        Some(Reading { overview, alerts })
+    }
+
+    async fn alert_figures(
+        &self,
+        state: &AppState,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<AlertFigures, lastword_store::StoreError> {
+        let store = &state.store;
         let attention = lastword_store::alerts::attention_now(store.db(), store.tokens(), now).await?;
         let horizon = now.timestamp().div_euclid(lastword_store::BUCKET_SECS) - HORIZON_BUCKETS;
         let since = chrono::DateTime::from_timestamp(horizon * lastword_store::BUCKET_SECS, 0).unwrap_or(now);
         let counts = lastword_store::alerts::counts(store.db(), store.tokens(), since, now).await?;
         let mut counters = self.counters.lock().await;
         counters.observe(&counts, horizon);
-        Ok(Reading { overview, attention, counters: counters.clone() })
+        Ok(AlertFigures { attention, counters: counters.clone() })
     }
 }
 
@@ -136,8 +161,8 @@ pub fn render(reading: Option<&Reading>, process: ProcessReading) -> String {
     let live = Gauge::<i64>::default();
     live.set(live_clients);
     registry.register("lastword_live_clients", "Browsers connected to the live event stream", live);
-    if let Some(r) = reading {
-        register_alert_figures(&mut registry, r);
+    if let Some(figures) = reading.and_then(|r| r.alerts.as_ref()) {
+        register_alert_figures(&mut registry, figures);
     }
     if let Some(o) = reading.map(|r| &r.overview) {
         let runs = Labelled::default();
@@ -187,7 +212,7 @@ pub fn render(reading: Option<&Reading>, process: ProcessReading) -> String {
 }
 
 /// The counters and the open-item gauges (see the module header).
-fn register_alert_figures(registry: &mut Registry, r: &Reading) {
+fn register_alert_figures(registry: &mut Registry, r: &AlertFigures) {
     let c = &r.counters;
     let claimed = Counter::<u64>::default();
     claimed.inc_by(c.claimed());

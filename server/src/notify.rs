@@ -13,17 +13,20 @@
 //!    of the log (`alert_incidents`, one open per task and kind): a new item opens an incident
 //!    and owes each receiver whose filter takes its kind a *firing* message; an incident whose
 //!    item is gone is resolved and owes a *resolved* message to the receivers that were told it
-//!    fired. Both are written in one transaction before anything is sent, so a restart neither
-//!    loses nor repeats one.
+//!    fired. Both are written in one transaction before anything is sent, so a restart loses
+//!    none.
 //! 3. **Delivery.** Messages due are grouped per receiver, kind and phase into one request; a
 //!    receiver that was sent a firing message of a kind less than the cooldown ago gets the next
 //!    ones of that kind together when it ends. A 2xx marks them delivered; a failure retries
 //!    with exponential backoff, up to a limit, then gives up (logged, and in the log table). A
 //!    receiver that answers 4xx (other than 408 and 429) is not retried: the URL is wrong.
 //!
-//! Delivery is at least once: a server that crashes between a receiver's answer and recording
-//! it sends that message again after the restart, with the same `X-Lastword-Delivery` id, which
-//! a receiver can deduplicate on.
+//! Delivery is at least once: each request is recorded as tried (and not due again within the
+//! sender's lease) before it goes out, so a server that crashes between a receiver's answer and
+//! recording it leaves the message to be sent again by the next sender, and a resolution to be
+//! owed; each incident in a JSON body carries its own stable `delivery` id to deduplicate on.
+//! The lease is renewed before every request, so a slow receiver cannot let a second server
+//! take over mid-round.
 
 use chrono::{DateTime, Duration, Utc};
 use lastword_core::alerts::OpenItem;
@@ -65,6 +68,16 @@ impl fmt::Debug for Sink {
     }
 }
 
+/// `s` quoted when it is a short word, else a placeholder: what a refusal may show of a value.
+fn word(s: &str) -> String {
+    let s = s.trim();
+    if s.len() <= 24 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        format!("{s:?}")
+    } else {
+        "that value".to_string()
+    }
+}
+
 /// FNV-1a: a stable name for a URL across restarts and versions (not a secret-keeping hash; the
 /// name only has to tell receivers apart).
 fn fnv1a(s: &str) -> u64 {
@@ -88,8 +101,9 @@ impl Sink {
                 }
                 let (part, tail) = rest.split_once(';').unwrap_or((rest, ""));
                 rest = tail;
-                let (key, value) =
-                    part.split_once('=').ok_or_else(|| format!("{part:?} is not key=value"))?;
+                // A refusal never echoes what it refuses beyond a short word: the text may hold
+                // the webhook's secret (a URL written where a setting was expected).
+                let (key, value) = part.split_once('=').ok_or("settings are key=value, separated by ;")?;
                 match key.trim() {
                     "kinds" => {
                         kinds = value
@@ -98,7 +112,7 @@ impl Sink {
                                 AttentionKind::parse(k).ok_or_else(|| {
                                     let known: Vec<&str> =
                                         AttentionKind::ALL.iter().map(|k| k.as_str()).collect();
-                                    format!("{k:?} is not an alert kind ({})", known.join(", "))
+                                    format!("{} is not an alert kind ({})", word(k), known.join(", "))
                                 })
                             })
                             .collect::<Result<_, _>>()?;
@@ -107,21 +121,22 @@ impl Sink {
                         format = Some(match value.trim() {
                             "slack" => Format::Slack,
                             "json" => Format::Json,
-                            other => return Err(format!("{other:?} is not a format (slack or json)")),
+                            other => return Err(format!("{} is not a format (slack or json)", word(other))),
                         })
                     }
                     other => {
                         return Err(format!(
-                            "{other:?} is not a setting of a notify URL (kinds, format, url)"
+                            "{} is not a setting of a notify URL (kinds, format, url)",
+                            word(other)
                         ))
                     }
                 }
             }
         }
         let url = url.ok_or("a notify URL needs url=https://…")?;
-        let url = url::Url::parse(url.trim()).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+        let url = url::Url::parse(url.trim()).map_err(|e| format!("not a URL ({e})"))?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            return Err(format!("{} is not an http(s) URL", url.origin().ascii_serialization()));
+            return Err(format!("a {} URL: only http and https are sent to", url.scheme()));
         }
         let host = url.host_str().unwrap_or_default().to_string();
         let format = format.unwrap_or(if host.ends_with("slack.com") { Format::Slack } else { Format::Json });
@@ -169,6 +184,10 @@ const LOOK_BACK_HOURS: i64 = lastword_core::alerts::DEAD_HORIZON_HOURS;
 const MAX_MESSAGES_PER_ROUND: usize = 20;
 /// Incidents listed in one message; the rest are counted.
 const LISTED: usize = 10;
+/// Resolved incidents are kept in the log this long.
+const FORGET_AFTER_DAYS: i64 = 30;
+/// A task's kind is cut to this many characters in a Slack line (Slack refuses long sections).
+const KIND_CHARS: usize = 80;
 
 impl NotifyConfig {
     pub fn new(sinks: Vec<Sink>, base_url: String) -> NotifyConfig {
@@ -184,10 +203,10 @@ impl NotifyConfig {
         }
     }
 
-    /// How long the sender's lease lasts: a few rounds, and longer than a round's sending.
+    /// How long the sender's lease lasts: a few rounds, and longer than one request (it is
+    /// renewed before each).
     fn lease(&self) -> Duration {
-        let round = self.timeout.as_secs_f64() * MAX_MESSAGES_PER_ROUND as f64 / 4.0;
-        let secs = (self.interval.as_secs_f64() * 3.0).max(round).max(15.0);
+        let secs = (self.interval.as_secs_f64() * 3.0).max(self.timeout.as_secs_f64() * 2.0).max(15.0);
         Duration::milliseconds((secs * 1000.0) as i64)
     }
 }
@@ -209,27 +228,37 @@ pub struct TickReport {
 }
 
 /// Compares what is open now with the log's open incidents (step 2 of the module header).
-pub fn plan(open: &[Incident], found: &OpenItems, sinks: &[Sink]) -> Round {
+pub fn plan(open: &[Incident], found: &OpenItems, sinks: &[Sink], now: DateTime<Utc>) -> Round {
     let mut round = Round::default();
     let owed = |kind: AttentionKind| {
         sinks.iter().filter(|s| s.takes(kind)).map(|s| s.name.clone()).collect::<Vec<_>>()
     };
+    let look_back = now - Duration::hours(LOOK_BACK_HOURS);
     for incident in open {
-        let unknown = incident.kind == AttentionKind::DoubleExecution && !found.double_executions_known;
         let still = found.items.iter().any(|i| {
             i.kind == incident.kind
                 && i.task_id == incident.task_id
                 && (incident.kind != AttentionKind::Dead || i.epoch == incident.epoch)
         });
-        if !still && !unknown {
+        if still && incident.kind == AttentionKind::Dead && incident.opened_at < look_back {
+            // Left dead: nobody re-queued it in a day. Stop watching it, quietly.
+            round.expire.push(incident.id);
+        } else if !still && !found.partial.contains(&incident.kind) {
             round.resolve.push(incident.id);
         }
     }
     for item in &found.items {
-        let is_open = open
+        let is_open = open.iter().any(|o| {
+            o.kind == item.kind
+                && o.task_id == item.task_id
+                && !round.resolve.contains(&o.id)
+                && !round.expire.contains(&o.id)
+        });
+        let expired = round
+            .expire
             .iter()
-            .any(|o| o.kind == item.kind && o.task_id == item.task_id && !round.resolve.contains(&o.id));
-        if !is_open {
+            .any(|id| open.iter().any(|o| o.id == *id && o.kind == item.kind && o.task_id == item.task_id));
+        if !is_open && !expired {
             round.open.push((item.clone(), owed(item.kind)));
         }
     }
@@ -271,6 +300,16 @@ fn task_url(base: &str, task_id: i64) -> String {
     format!("{base}/tasks/{task_id}")
 }
 
+/// Runner text on one line of at most `max` characters.
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
 /// Slack's mrkdwn treats these three as control characters; runner data must not.
 fn slack_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
@@ -305,6 +344,7 @@ pub fn body(format: Format, group: &[&Delivery], base_url: &str, message_id: &st
             "title": title,
             "dashboard": base_url,
             "incidents": group.iter().map(|d| json!({
+                "delivery": format!("lw-{}", d.id),
                 "task_id": d.incident.task_id,
                 "task_kind": d.incident.task_kind,
                 "epoch": d.incident.epoch,
@@ -329,7 +369,7 @@ pub fn body(format: Format, group: &[&Delivery], base_url: &str, message_id: &st
                         "• <{}|task {}> `{}` epoch {}{since}",
                         task_url(base_url, d.incident.task_id),
                         d.incident.task_id,
-                        slack_escape(&d.incident.task_kind).replace('`', "'"),
+                        slack_escape(&one_line(&d.incident.task_kind, KIND_CHARS)).replace('`', "'"),
                         d.incident.epoch
                     )
                 })
@@ -364,6 +404,8 @@ pub struct Notifier {
     tokens: Tokens,
     config: NotifyConfig,
     client: reqwest::Client,
+    /// When the log last forgot old incidents.
+    forgot: std::sync::Mutex<Option<DateTime<Utc>>>,
 }
 
 /// Why a request failed, and whether to try again.
@@ -379,7 +421,7 @@ impl Notifier {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("lastword/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Notifier { db, tokens, config, client })
+        Ok(Notifier { db, tokens, config, client, forgot: Default::default() })
     }
 
     pub fn config(&self) -> &NotifyConfig {
@@ -397,12 +439,12 @@ impl Notifier {
         let watch: Vec<i64> = open.iter().map(|i| i.task_id).collect();
         let since = now - Duration::hours(LOOK_BACK_HOURS);
         let found = lastword_store::alerts::open_items(&self.db, &self.tokens, since, now, &watch).await?;
-        let round = plan(&open, &found, &self.config.sinks);
+        let round = plan(&open, &found, &self.config.sinks, now);
         (report.opened, report.resolved) = (round.open.len(), round.resolve.len());
-        if !round.open.is_empty() || !round.resolve.is_empty() {
+        if !round.open.is_empty() || !round.resolve.is_empty() || !round.expire.is_empty() {
             notify::record(&self.db, &round, now).await?;
             let opened: Vec<String> = round.open.iter().map(|(i, _)| describe(i)).collect();
-            tracing::info!(opened = ?opened, resolved = round.resolve.len(), "notify: incidents changed");
+            tracing::info!(opened = ?opened, resolved = round.resolve.len(), expired = round.expire.len(), "notify: incidents changed");
         }
         let due = notify::due(&self.db, now, 1_000).await?;
         let last_fired = notify::last_fired(&self.db).await?;
@@ -412,38 +454,75 @@ impl Notifier {
             notify::postpone(&self.db, &ids, until).await?;
         }
         for group in send.into_iter().take(MAX_MESSAGES_PER_ROUND) {
+            let ids: Vec<i64> = group.iter().map(|d| d.id).collect();
             let Some(sink) = self.config.sinks.iter().find(|s| s.name == group[0].sink) else {
                 // A receiver no longer configured: give its messages up rather than keep them due.
-                let ids: Vec<i64> = group.iter().map(|d| d.id).collect();
                 notify::failed(&self.db, &ids, "receiver no longer configured", None, now).await?;
                 continue;
             };
-            let ids: Vec<i64> = group.iter().map(|d| d.id).collect();
+            // Renew the lease before each request (a slow receiver must not let another server
+            // take over mid-round and send the same messages), and mark them tried.
+            let at = now.max(Utc::now());
+            if !notify::lead(&self.db, &self.config.owner, at, at + self.config.lease()).await? {
+                tracing::warn!("notify: lost the sender's lease mid-round; another server sends");
+                break;
+            }
             let message_id = format!("lw-{}-{}-{}", ids[0], ids[ids.len() - 1], ids.len());
+            notify::attempting(&self.db, &ids, &message_id, at + self.config.lease()).await?;
             match self.send(sink, &group, &message_id).await {
                 Ok(()) => {
-                    notify::delivered(&self.db, &ids, &message_id, Utc::now().max(now)).await?;
+                    notify::delivered(&self.db, &ids, now.max(Utc::now())).await?;
                     report.sent += 1;
                     report.delivered += ids.len();
                 }
                 Err(failure) => {
                     report.failed += 1;
-                    let attempts = group.iter().map(|d| d.attempts).max().unwrap_or(0) + 1;
-                    let retry_at = (failure.retry && attempts < self.config.max_attempts).then(|| {
-                        let wait =
-                            self.config.backoff * 2_i32.saturating_pow((attempts - 1).clamp(0, 16) as u32);
-                        now + wait.min(MAX_BACKOFF)
-                    });
-                    if retry_at.is_none() {
-                        tracing::error!(sink = %sink.name, error = %failure.error, attempts, "notify: giving up a message");
-                    } else {
-                        tracing::warn!(sink = %sink.name, error = %failure.error, attempts, "notify: will retry");
-                    }
-                    notify::failed(&self.db, &ids, &failure.error, retry_at, now).await?;
+                    self.failed(sink, &group, &failure, now).await?;
                 }
             }
         }
+        if self.forgot.lock().map(|last| last.is_none_or(|t| now - t > Duration::hours(1))).unwrap_or(false) {
+            let forgotten = notify::forget(&self.db, now - Duration::days(FORGET_AFTER_DAYS)).await?;
+            if forgotten > 0 {
+                tracing::info!(
+                    incidents = forgotten,
+                    "notify: forgot incidents resolved over {FORGET_AFTER_DAYS} days ago"
+                );
+            }
+            if let Ok(mut last) = self.forgot.lock() {
+                *last = Some(now);
+            }
+        }
         Ok(report)
+    }
+
+    /// Records a failed request: each message is retried after its own backoff (its own
+    /// attempts), or given up when it has used them or the receiver refused for good.
+    async fn failed(
+        &self,
+        sink: &Sink,
+        group: &[&Delivery],
+        failure: &Failure,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut by_retry: BTreeMap<Option<DateTime<Utc>>, Vec<i64>> = BTreeMap::new();
+        for d in group {
+            let attempts = d.attempts + 1;
+            let retry_at = (failure.retry && attempts < self.config.max_attempts).then(|| {
+                let wait = self.config.backoff * 2_i32.saturating_pow((attempts - 1).clamp(0, 16) as u32);
+                now + wait.min(MAX_BACKOFF)
+            });
+            by_retry.entry(retry_at).or_default().push(d.id);
+        }
+        for (retry_at, ids) in by_retry {
+            if retry_at.is_none() {
+                tracing::error!(sink = %sink.name, error = %failure.error, messages = ids.len(), "notify: giving up");
+            } else {
+                tracing::warn!(sink = %sink.name, error = %failure.error, messages = ids.len(), "notify: will retry");
+            }
+            notify::failed(&self.db, &ids, &failure.error, retry_at, now).await?;
+        }
+        Ok(())
     }
 
     async fn send(&self, sink: &Sink, group: &[&Delivery], message_id: &str) -> Result<(), Failure> {
@@ -523,6 +602,10 @@ mod tests {
         );
         assert_eq!(json.url.as_str(), "http://127.0.0.1:9/hook?a=1;b=2");
         assert_ne!(json.name, Sink::parse("http://127.0.0.1:9/other").unwrap().name);
+        let refused = Sink::parse("kinds=dead;hooks.slack.com/services/T0/B0/SECRET").unwrap_err();
+        assert!(!refused.contains("SECRET"), "a refusal never echoes the secret: {refused}");
+        let refused = Sink::parse("ftp://hooks.example/SECRET").unwrap_err();
+        assert!(!refused.contains("SECRET"), "{refused}");
         for bad in [
             "kinds=nope;url=http://x",
             "ftp://x/y",
@@ -564,17 +647,25 @@ mod tests {
                 item(AttentionKind::Dead, 10, 1),
                 item(AttentionKind::Loop, 11, 4),
             ],
-            double_executions_known: false,
+            partial: vec![AttentionKind::DoubleExecution],
         };
-        let round = plan(&open, &found, &sinks);
+        let round = plan(&open, &found, &sinks, Utc::now());
         // Task 8's loop ended; the double execution's flags are being backfilled: kept open.
         assert_eq!(round.resolve, [2]);
         let opened: Vec<(i64, usize)> = round.open.iter().map(|(i, s)| (i.task_id, s.len())).collect();
         assert_eq!(opened, [(10, 2), (11, 1)], "the dead-only receiver is not owed the loop");
         // Re-queued and dead again: the old incident resolves and a new one opens.
-        let again = OpenItems { items: vec![item(AttentionKind::Dead, 7, 5)], double_executions_known: true };
-        let round = plan(&open[..1], &again, &sinks);
+        let again = OpenItems { items: vec![item(AttentionKind::Dead, 7, 5)], partial: vec![] };
+        let round = plan(&open[..1], &again, &sinks, Utc::now());
         assert_eq!((round.resolve.clone(), round.open.len()), (vec![1], 1));
+        // Still dead a day after it opened: closed quietly, not reopened, nothing resolved.
+        let old = Incident {
+            opened_at: Utc::now() - Duration::hours(25),
+            ..incident(1, AttentionKind::Dead, 7, 3)
+        };
+        let still = OpenItems { items: vec![item(AttentionKind::Dead, 7, 3)], partial: vec![] };
+        let round = plan(&[old], &still, &sinks, Utc::now());
+        assert_eq!((round.expire.clone(), round.resolve.len(), round.open.len()), (vec![1], 0, 0));
     }
 
     #[test]

@@ -44,12 +44,20 @@ pub async fn serve(
     let rollups = crate::rollups::spawn(store.clone());
     // Alerts to webhooks, when asked for: one sender among the servers on this database.
     let (stop_notifier, notifier_stopped) = tokio::sync::watch::channel(false);
-    let notifier = if args.notify_url.is_empty() {
+    let specs: Vec<&String> = args.notify_url.iter().filter(|s| !s.trim().is_empty()).collect();
+    let notifier = if specs.is_empty() {
         None
     } else {
         let base_url =
             args.auth.public_origin.first().cloned().unwrap_or_else(|| format!("http://{}", args.addr));
-        let mut config = crate::notify::NotifyConfig::new(args.notify_url.clone(), base_url);
+        let sinks = specs
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                crate::notify::Sink::parse(spec).map_err(|e| anyhow::anyhow!("--notify-url #{}: {e}", i + 1))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut config = crate::notify::NotifyConfig::new(sinks, base_url);
         config.cooldown = chrono::Duration::from_std(args.notify_cooldown).context("--notify-cooldown")?;
         let notifier = crate::notify::Notifier::new(store.db().clone(), store.tokens().clone(), config)
             .context("the webhook client")?;

@@ -379,7 +379,8 @@ async fn overview_workers_and_timeline(db: Db) {
     assert_eq!(
         o["attention"],
         serde_json::json!({"unsafe_lost_leases": 1, "needs_compensation": 1, "silent_runs": 1, "dead_tasks": 0,
-                           "taken": {"needs_compensation": 0, "dead_tasks": 0}})
+                           "loops": 0, "loop_tasks": [],
+                           "taken": {"needs_compensation": 0, "dead_tasks": 0, "loops": 0}})
     );
     // Defaults: the last 24 hours in automatically sized buckets.
     let o = api.ok("/api/v1/overview").await;

@@ -162,6 +162,35 @@ async fn one_message_per_incident_through_restarts_cooldowns_and_retries(db: Db)
     assert!(detail.attention.contains(&lastword_core::AttentionKind::Loop), "{:?}", detail.attention);
     let gauges = lastword_store::alerts::attention_now(&db, &Tokens::default(), Utc::now()).await.unwrap();
     assert_eq!((gauges.loops.items, gauges.dead.items), (1, 1), "{gauges:?}");
+    let o = store
+        .overview(Utc::now() - Duration::hours(1), Utc::now(), Duration::hours(1), Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(
+        (o.attention.loops, o.attention.loop_tasks.clone(), o.attention.taken.loops),
+        (1, vec![poison], 0)
+    );
+    // Taken during its streak: the overview and the gauges count it acknowledged.
+    let ack = lastword_core::ActionRequest {
+        reason: "poison payload, investigating".into(),
+        attention: Some(lastword_core::AttentionKind::Loop),
+        ..Default::default()
+    };
+    let actor = lastword_core::Actor::new("ann", "session");
+    store
+        .act(poison, lastword_core::ActionKind::Acknowledge, &ack, &actor, Utc::now())
+        .await
+        .unwrap()
+        .unwrap();
+    let o = store
+        .overview(Utc::now() - Duration::hours(1), Utc::now(), Duration::hours(1), Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(o.attention.taken.loops, 1);
+    let gauges = lastword_store::alerts::attention_now(&db, &Tokens::default(), Utc::now()).await.unwrap();
+    assert_eq!(gauges.loops.acknowledged, 1, "{gauges:?}");
+    let detail = store.task_detail(poison, Utc::now()).await.unwrap().unwrap();
+    assert_eq!(detail.acknowledgements.len(), 1, "the page's rule agrees: {:?}", detail.acknowledgements);
     let at = t0 + Duration::minutes(2);
     let (x, y) = tokio::join!(tick(&restarted, at), tick(&two, at));
     assert_eq!(x.sent + y.sent, 2, "one request to each receiver: {x:?} {y:?}");
@@ -279,6 +308,45 @@ async fn a_receiver_that_refuses_is_given_up_and_a_lost_lease_of_an_unsafe_task_
     assert_eq!(inbox.messages().last().unwrap()["status"], "resolved");
 }
 
+/// A server that crashed after sending and before recording the answer: the next sender sends
+/// it again once the crashed one's lease lapsed, with the same per-incident delivery id; and an
+/// item that cleared meanwhile still gets its resolution (the receiver may have the firing).
+async fn a_message_in_flight_when_its_server_crashed_is_sent_again_or_resolved(db: Db) {
+    let f = fleet(&db);
+    let (url, inbox) = receiver().await;
+    let t0 = Utc::now();
+    let (kept, cleared) = (f.dead_task("send_digest").await, f.dead_task("send_report").await);
+    // The crashed server's round, up to the request: incidents recorded, messages tried.
+    let found =
+        lastword_store::alerts::open_items(&db, &Tokens::default(), t0 - Duration::hours(24), t0, &[])
+            .await
+            .unwrap();
+    let sinks = [Sink::parse(&url).unwrap()];
+    let round = lastword_server::notify::plan(&[], &found, &sinks, t0);
+    notify::record(&db, &round, t0).await.unwrap();
+    let due = notify::due(&db, t0, 100).await.unwrap();
+    let ids: Vec<i64> = due.iter().map(|d| d.id).collect();
+    assert_eq!(ids.len(), 2);
+    notify::attempting(&db, &ids, "lw-crashed", t0 + Duration::seconds(15)).await.unwrap();
+    exec(
+        &db,
+        "UPDATE tasks SET status = 'queued', lease_epoch = lease_epoch + 1, attempts = 0 WHERE id = $1",
+        &[Arg::from(cleared)],
+    )
+    .await;
+    let next = notifier(&db, "server-two", &[&url]);
+    let r = tick(&next, t0 + Duration::seconds(5)).await;
+    assert_eq!((r.resolved, r.sent), (1, 1), "the resolution is owed at once: {r:?}");
+    let resolved = inbox.messages().last().unwrap().clone();
+    assert_eq!((resolved["status"].as_str(), tasks_of(&resolved)), (Some("resolved"), vec![cleared]));
+    let r = tick(&next, t0 + Duration::seconds(20)).await;
+    assert_eq!(r.sent, 1, "the tried firing message goes again after the lease: {r:?}");
+    let firing = inbox.messages().last().unwrap().clone();
+    assert_eq!(tasks_of(&firing), [kept]);
+    let kept_delivery = due.iter().find(|d| d.incident.task_id == kept).unwrap().id;
+    assert_eq!(firing["incidents"][0]["delivery"], format!("lw-{kept_delivery}"), "{firing}");
+}
+
 macro_rules! on_every_database {
     ($($case:ident),+ $(,)?) => {
         mod sqlite {
@@ -306,4 +374,5 @@ macro_rules! on_every_database {
 on_every_database!(
     one_message_per_incident_through_restarts_cooldowns_and_retries,
     a_receiver_that_refuses_is_given_up_and_a_lost_lease_of_an_unsafe_task_pages,
+    a_message_in_flight_when_its_server_crashed_is_sent_again_or_resolved,
 );

@@ -17,8 +17,9 @@ use lastword_core::attention::LOOP_CLAIMS;
 use lastword_core::{AttentionKind, RunState, Tokens};
 use std::collections::HashMap;
 
-/// At most this many items of one kind are read per call: a notifier that finds more sends a
-/// message about these and the rest on later rounds (after they are resolved or acknowledged).
+/// At most this many recent items of one kind are read per call (the newest deaths, the lowest
+/// ids of the global lists); a list that reaches it is marked partial ([`OpenItems::partial`]) so
+/// that no open incident is resolved for falling outside it.
 pub const MAX_ITEMS: i64 = 500;
 
 /// The epoch bucket of a task's `updated_at`, per backend (the rollups' `bucket` is of claims).
@@ -67,7 +68,9 @@ pub async fn counts(
 type LoopRow = (i64, String, i64, Option<i64>, Option<DateTime<Utc>>);
 
 /// Tasks in a re-claim loop now: `queued` or `leased`, claimed at least [`LOOP_CLAIMS`] times
-/// since re-queued, whose newest [`LOOP_CLAIMS`] finished runs all failed.
+/// since re-queued, whose newest [`LOOP_CLAIMS`] finished runs all failed. The candidates are
+/// an index of their own (migration 0013, whose predicate spells the number out, as this text
+/// does, so the planner can prove it), not every queued task of a backlog.
 async fn loops(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Result<Vec<LoopRow>, StoreError> {
     let d = rollups::dialect(db);
     let mut buf = SqlBuf::with_state_params(now, tokens);
@@ -81,14 +84,15 @@ async fn loops(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Result<Vec<LoopR
     );
     buf.push(&format!(
         "SELECT t.id, t.kind, t.lease_epoch, (SELECT MIN(x.e) FROM {streak} x), (SELECT MIN(x.c) FROM {streak} x) \
-         FROM tasks t WHERE t.status IN ('queued', 'leased') AND t.attempts >= {n} \
+         FROM tasks t WHERE t.status IN ('queued', 'leased') AND t.attempts >= {LOOP_CLAIMS} \
            AND (SELECT COUNT(*) FROM {streak} x WHERE x.s IN ('silent', 'lost_lease', 'failed', 'empty_output')) = {n} \
          ORDER BY t.id LIMIT {limit}"
     ));
     Ok(on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?))
 }
 
-/// The newest applied acknowledgement epoch of `item` per task among `ids`.
+/// The newest applied acknowledgement epoch of `item` per task among `ids`, counting only those
+/// made since the task's newest compensation (which ends every incident: `attention::current`).
 async fn acknowledged_at(db: &Db, item: AttentionKind, ids: &[i64]) -> Result<HashMap<i64, i64>, StoreError> {
     if ids.is_empty() {
         return Ok(HashMap::new());
@@ -97,6 +101,8 @@ async fn acknowledged_at(db: &Db, item: AttentionKind, ids: &[i64]) -> Result<Ha
     let sql = format!(
         "SELECT a.task_id, MAX(a.epoch_after) FROM operator_actions a \
          WHERE a.action = 'acknowledge' AND a.outcome = $1 AND a.attention = $2 AND a.task_id IN {ids} \
+           AND NOT EXISTS (SELECT 1 FROM operator_actions c WHERE c.task_id = a.task_id \
+                             AND c.action = 'compensate' AND c.outcome = $1 AND c.id > a.id) \
          GROUP BY a.task_id",
         ids = (d.id_list)("$3")
     );
@@ -112,9 +118,7 @@ async fn acknowledged_at(db: &Db, item: AttentionKind, ids: &[i64]) -> Result<Ha
 
 /// Attention items across tasks now, with how many are acknowledged, for the `/metrics` gauges.
 pub async fn attention_now(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Result<AttentionNow, StoreError> {
-    let buf = rollups::attention_now_sql(now, tokens);
-    let (flagged, _, _): (Option<i64>, i64, Option<DateTime<Utc>>) =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
+    let flagged = flagged_tasks(db, tokens).await?;
     let (far_past, far_future) = rollups::unbounded();
     let dead_since = now - Duration::hours(DEAD_HORIZON_HOURS);
     let taken = |since| crate::queries::attention_taken(since, far_future);
@@ -128,27 +132,44 @@ pub async fn attention_now(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Resu
         .bind(dead_since)
         .fetch_one(p)
         .await?);
-    let looping = loops(db, tokens, now).await?;
-    let ids: Vec<i64> = looping.iter().map(|l| l.0).collect();
-    let acks = acknowledged_at(db, AttentionKind::Loop, &ids).await?;
-    let loops_taken = looping
-        .iter()
-        .filter(|(id, _, _, from, _)| matches!((acks.get(id), from), (Some(at), Some(from)) if at >= from))
-        .count() as i64;
+    let (_, loops) = loop_items(db, tokens, now).await?;
     Ok(AttentionNow {
         double_executions: flagged.map(|items| ItemCounts { items, acknowledged: double_taken.min(items) }),
         dead: ItemCounts { items: dead, acknowledged: dead_taken.min(dead) },
-        loops: ItemCounts { items: looping.len() as i64, acknowledged: loops_taken },
+        loops,
     })
+}
+
+/// Tasks listed with a loop count (the overview's card links to them).
+pub const LISTED_LOOPS: usize = 10;
+
+/// The tasks in a re-claim loop now (the first [`LISTED_LOOPS`] ids) and how many there are, of
+/// which how many someone acknowledged during their streak (the rule of
+/// `lastword_core::attention::current`).
+pub(crate) async fn loop_items(
+    db: &Db,
+    tokens: &Tokens,
+    now: DateTime<Utc>,
+) -> Result<(Vec<i64>, ItemCounts), StoreError> {
+    let looping = loops(db, tokens, now).await?;
+    let ids: Vec<i64> = looping.iter().map(|l| l.0).collect();
+    let acks = acknowledged_at(db, AttentionKind::Loop, &ids).await?;
+    let acknowledged = looping
+        .iter()
+        .filter(|(id, _, _, from, _)| matches!((acks.get(id), from), (Some(at), Some(from)) if at >= from))
+        .count() as i64;
+    let listed = ids.iter().copied().take(LISTED_LOOPS).collect();
+    Ok((listed, ItemCounts { items: looping.len() as i64, acknowledged }))
 }
 
 /// What [`open_items`] found.
 #[derive(Clone, Debug, Default)]
 pub struct OpenItems {
     pub items: Vec<OpenItem>,
-    /// False while the double-execution flags are being backfilled: that kind is unknown (an
-    /// open incident of it must not be taken as resolved).
-    pub double_executions_known: bool,
+    /// Kinds whose list is not whole: the double-execution flags are being backfilled, or a
+    /// global list reached [`MAX_ITEMS`]. An open incident of such a kind that is not in `items`
+    /// must not be taken as resolved.
+    pub partial: Vec<AttentionKind>,
 }
 
 type ItemRow = (i64, String, i64, Option<DateTime<Utc>>);
@@ -160,9 +181,24 @@ enum ScopeArg {
     Ids(String),
 }
 
+/// Watched tasks are looked up this many per statement.
+const WATCH_CHUNK: usize = 500;
+
+/// Whether the double-execution flags are complete for these tokens, and then how many tasks
+/// they flag (a small table: one row per claim and effect of a flagged task).
+async fn flagged_tasks(db: &Db, tokens: &Tokens) -> Result<Option<i64>, StoreError> {
+    let sql =
+        "SELECT CASE WHEN EXISTS (SELECT 1 FROM rollup_state st WHERE st.flags_done_to >= st.flags_target \
+                 AND st.no_action = $1 AND st.skip = $2 AND st.refreshed_at IS NOT NULL) \
+               THEN (SELECT COUNT(DISTINCT d.task_id) FROM double_executions d) END";
+    let no_action = lastword_core::trim_token(&tokens.no_action).to_string();
+    let skip = lastword_core::trim_token(&tokens.skip).to_string();
+    Ok(on_db!(db, p => sqlx::query_scalar(sql).bind(no_action).bind(skip).fetch_one(p).await?))
+}
+
 /// The attention items to notify about now: recent ones (deaths and unsafe lost leases since
-/// `since`; every double execution awaiting compensation and every loop), and whether each of
-/// `watch` (tasks with an open incident) still has its items, however old.
+/// `since`; every double execution awaiting compensation and every loop), and, whatever their
+/// age, whether each of `watch` (tasks with an open incident) still has its items.
 pub async fn open_items(
     db: &Db,
     tokens: &Tokens,
@@ -171,27 +207,29 @@ pub async fn open_items(
     watch: &[i64],
 ) -> Result<OpenItems, StoreError> {
     let d = rollups::dialect(db);
-    let watched = serde_json::to_string(watch).unwrap_or_else(|_| "[]".into());
-    let mut items: Vec<OpenItem> = Vec::new();
-    let push = |kind: AttentionKind, rows: Vec<ItemRow>, items: &mut Vec<OpenItem>| {
+    let mut found = OpenItems::default();
+    let push = |kind: AttentionKind, rows: Vec<ItemRow>, found: &mut OpenItems| {
         for (task_id, task_kind, epoch, at) in rows {
-            if !items.iter().any(|i| i.kind == kind && i.task_id == task_id) {
-                items.push(OpenItem { kind, task_id, task_kind, epoch, since: at });
+            if !found.items.iter().any(|i| i.kind == kind && i.task_id == task_id) {
+                found.items.push(OpenItem { kind, task_id, task_kind, epoch, since: at });
             }
         }
     };
     // Deaths (recent ones, and the watched tasks still dead) and unsafe lost leases (the rule
     // of `attention::items`, a lost run that recorded an effect: recent ones through the
-    // partial index of lost leases, and the watched tasks). Each scope binds its own `$1` and the limit as `$2`.
-    let recent = ScopeArg::Time(since);
-    let watched_ids = ScopeArg::Ids(watched);
-    let mut scopes = vec![("t.updated_at >= $1", "r.claimed_at >= $1", &recent)];
-    let (in_tasks, in_runs) =
-        (format!("t.id IN {}", (d.id_list)("$1")), format!("r.task_id IN {}", (d.id_list)("$1")));
-    if !watch.is_empty() {
-        scopes.push((in_tasks.as_str(), in_runs.as_str(), &watched_ids));
+    // partial index of lost leases, and the watched tasks). Each scope binds its own `$1`; the
+    // recent ones are bounded by `$2`, the watched ones by their chunk.
+    let mut scopes =
+        vec![("t.updated_at >= $1".to_string(), "r.claimed_at >= $1".to_string(), ScopeArg::Time(since))];
+    for chunk in watch.chunks(WATCH_CHUNK) {
+        let ids = serde_json::to_string(chunk).unwrap_or_else(|_| "[]".into());
+        scopes.push((
+            format!("t.id IN {}", (d.id_list)("$1")),
+            format!("r.task_id IN {}", (d.id_list)("$1")),
+            ScopeArg::Ids(ids),
+        ));
     }
-    for (task_scope, run_scope, arg) in scopes {
+    for (task_scope, run_scope, arg) in &scopes {
         let dead = format!(
             "SELECT t.id, t.kind, t.lease_epoch, t.updated_at FROM tasks t \
              WHERE t.status = 'dead' AND {task_scope} ORDER BY t.updated_at DESC LIMIT $2"
@@ -209,28 +247,45 @@ pub async fn open_items(
                     on_db!(db, p => sqlx::query_as(&sql).bind(*t).bind(MAX_ITEMS).fetch_all(p).await?)
                 }
                 ScopeArg::Ids(ids) => {
-                    on_db!(db, p => sqlx::query_as(&sql).bind(ids).bind(MAX_ITEMS).fetch_all(p).await?)
+                    on_db!(db, p => sqlx::query_as(&sql).bind(ids).bind(WATCH_CHUNK as i64).fetch_all(p).await?)
                 }
             };
-            push(kind, rows, &mut items);
+            push(kind, rows, &mut found);
         }
     }
-    // Double executions awaiting compensation: the maintained flags, whole (few rows).
-    let buf = rollups::attention_now_sql(now, tokens);
-    let (flagged, _, _): (Option<i64>, i64, Option<DateTime<Utc>>) =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
-    let double_executions_known = flagged.is_some();
-    if double_executions_known {
-        let sql = "SELECT t.id, t.kind, t.lease_epoch, MAX(x.active_at) FROM double_executions x \
-                   JOIN tasks t ON t.id = x.task_id GROUP BY t.id, t.kind, t.lease_epoch ORDER BY t.id LIMIT $1";
-        let rows: Vec<ItemRow> = on_db!(db, p => sqlx::query_as(sql).bind(MAX_ITEMS).fetch_all(p).await?);
-        push(AttentionKind::DoubleExecution, rows, &mut items);
+    // Double executions awaiting compensation (the maintained flags) and loops: whole lists,
+    // partial when they reach the bound.
+    match flagged_tasks(db, tokens).await? {
+        Some(_) => {
+            let sql = "SELECT t.id, t.kind, t.lease_epoch, MAX(x.active_at) FROM double_executions x \
+                       JOIN tasks t ON t.id = x.task_id GROUP BY t.id, t.kind, t.lease_epoch ORDER BY t.id LIMIT $1";
+            let rows: Vec<ItemRow> = on_db!(db, p => sqlx::query_as(sql).bind(MAX_ITEMS).fetch_all(p).await?);
+            if rows.len() as i64 >= MAX_ITEMS {
+                found.partial.push(AttentionKind::DoubleExecution);
+            }
+            push(AttentionKind::DoubleExecution, rows, &mut found);
+        }
+        None => found.partial.push(AttentionKind::DoubleExecution),
     }
     let looping = loops(db, tokens, now).await?;
-    push(
-        AttentionKind::Loop,
-        looping.into_iter().map(|(id, kind, epoch, _, at)| (id, kind, epoch, at)).collect(),
-        &mut items,
-    );
-    Ok(OpenItems { items, double_executions_known })
+    if looping.len() as i64 >= MAX_ITEMS {
+        found.partial.push(AttentionKind::Loop);
+    }
+    let rows = looping.into_iter().map(|(id, kind, epoch, _, at)| (id, kind, epoch, at)).collect();
+    push(AttentionKind::Loop, rows, &mut found);
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_loop_index_predicate_spells_the_rule_s_number() {
+        let n = lastword_core::attention::LOOP_CLAIMS;
+        for sql in [
+            include_str!("../../migrations/postgres/0013_add_retried_index.sql"),
+            include_str!("../../migrations/sqlite/0013_add_retried_index.sql"),
+        ] {
+            assert!(sql.contains(&format!("attempts >= {n};")), "{sql}");
+        }
+    }
 }

@@ -90,15 +90,35 @@ pub async fn open_incidents(db: &Db) -> Result<Vec<Incident>, StoreError> {
 pub struct Round {
     pub open: Vec<(OpenItem, Vec<String>)>,
     pub resolve: Vec<i64>,
+    /// Incidents closed without a message: dead tasks left dead past the notifier's look-back
+    /// (nobody re-queued them; watching them for ever would grow every round).
+    pub expire: Vec<i64>,
 }
 
 /// Writes a [`Round`]: new incidents with a pending firing message per receiver; resolved
-/// incidents with a pending resolved message for each receiver that was told it fired (a
-/// firing message not yet delivered is dropped instead: the receiver never heard of it).
+/// incidents with a pending resolved message for each receiver that was, or may have been, told
+/// it fired (delivered, or tried and not refused: a server may have crashed between the answer
+/// and its record, or a timeout may have hidden a receipt);
+/// a firing message not yet delivered is dropped (expired incidents: dropped, nothing owed).
 pub async fn record(db: &Db, round: &Round, now: DateTime<Utc>) -> Result<(), StoreError> {
     macro_rules! write {
         ($pool:expr) => {{
             let mut tx = $pool.begin().await?;
+            for id in &round.expire {
+                sqlx::query("UPDATE alert_incidents SET resolved_at = $2 WHERE id = $1 AND resolved_at IS NULL")
+                    .bind(id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "UPDATE alert_deliveries SET abandoned_at = $2, last_error = 'expired: still dead past the look-back' \
+                     WHERE incident_id = $1 AND delivered_at IS NULL AND abandoned_at IS NULL",
+                )
+                .bind(id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
             for id in &round.resolve {
                 sqlx::query("UPDATE alert_incidents SET resolved_at = $2 WHERE id = $1 AND resolved_at IS NULL")
                     .bind(id)
@@ -108,7 +128,8 @@ pub async fn record(db: &Db, round: &Round, now: DateTime<Utc>) -> Result<(), St
                 sqlx::query(
                     "INSERT INTO alert_deliveries (incident_id, sink, phase, created_at, due_at) \
                      SELECT incident_id, sink, 'resolved', $2, $2 FROM alert_deliveries \
-                     WHERE incident_id = $1 AND phase = 'firing' AND delivered_at IS NOT NULL \
+                     WHERE incident_id = $1 AND phase = 'firing' \
+                       AND (delivered_at IS NOT NULL OR (attempts > 0 AND abandoned_at IS NULL)) \
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(id)
@@ -224,18 +245,35 @@ fn ids_sql(db: &Db, arg: &str) -> String {
     (crate::rollups::dialect(db).id_list)(arg)
 }
 
-/// The receiver answered 2xx for the message `message_id` carrying `ids`.
-pub async fn delivered(db: &Db, ids: &[i64], message_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+/// About to send `ids` in the request `message_id`: counts the attempt and makes them not due
+/// before `until` (the sender's lease), written before the request goes out, so a server that
+/// takes over after a crash does not send them again at once, and a resolution knows the
+/// receiver may have heard of them.
+pub async fn attempting(
+    db: &Db,
+    ids: &[i64],
+    message_id: &str,
+    until: DateTime<Utc>,
+) -> Result<(), StoreError> {
     let sql = format!(
-        "UPDATE alert_deliveries SET delivered_at = $1, message_id = $2, attempts = attempts + 1, last_error = NULL \
-         WHERE id IN {}",
+        "UPDATE alert_deliveries SET attempts = attempts + 1, due_at = $1, message_id = $2 WHERE id IN {}",
         ids_sql(db, "$3")
     );
-    on_db!(db, p => sqlx::query(&sql).bind(now).bind(message_id).bind(id_list(ids)).execute(p).await?.rows_affected());
+    on_db!(db, p => sqlx::query(&sql).bind(until).bind(message_id).bind(id_list(ids)).execute(p).await?.rows_affected());
     Ok(())
 }
 
-/// The message failed: try again at `retry_at`, or give up (`None`).
+/// The receiver answered 2xx for `ids`.
+pub async fn delivered(db: &Db, ids: &[i64], now: DateTime<Utc>) -> Result<(), StoreError> {
+    let sql = format!(
+        "UPDATE alert_deliveries SET delivered_at = $1, last_error = NULL WHERE id IN {}",
+        ids_sql(db, "$2")
+    );
+    on_db!(db, p => sqlx::query(&sql).bind(now).bind(id_list(ids)).execute(p).await?.rows_affected());
+    Ok(())
+}
+
+/// The attempt failed: try again at `retry_at`, or give up (`None`).
 pub async fn failed(
     db: &Db,
     ids: &[i64],
@@ -244,7 +282,7 @@ pub async fn failed(
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let sql = format!(
-        "UPDATE alert_deliveries SET attempts = attempts + 1, last_error = $1, due_at = COALESCE($2, due_at), \
+        "UPDATE alert_deliveries SET last_error = $1, due_at = COALESCE($2, due_at), \
          abandoned_at = CASE WHEN $2 IS NULL THEN $3 END WHERE id IN {}",
         ids_sql(db, "$4")
     );
@@ -295,4 +333,14 @@ pub async fn log(db: &Db, limit: i64) -> Result<Vec<LoggedDelivery>, StoreError>
             }
         })
         .collect())
+}
+
+/// Forgets incidents resolved before `before` with their deliveries (the log is for the recent
+/// past; an hourly call keeps it small).
+pub async fn forget(db: &Db, before: DateTime<Utc>) -> Result<u64, StoreError> {
+    let deliveries = "DELETE FROM alert_deliveries WHERE incident_id IN \
+                      (SELECT id FROM alert_incidents WHERE resolved_at IS NOT NULL AND resolved_at < $1)";
+    let incidents = "DELETE FROM alert_incidents WHERE resolved_at IS NOT NULL AND resolved_at < $1";
+    on_db!(db, p => sqlx::query(deliveries).bind(before).execute(p).await?.rows_affected());
+    Ok(on_db!(db, p => sqlx::query(incidents).bind(before).execute(p).await?.rows_affected()))
 }

@@ -255,11 +255,6 @@ pub(crate) fn unbounded() -> (DateTime<Utc>, DateTime<Utc>) {
     (far_past(), far_future())
 }
 
-pub(crate) fn attention_now_sql(now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
-    let (since, until) = unbounded();
-    attention_sql(since, until, now, tokens)
-}
-
 /// Double executions awaiting compensation among tasks active in the window (null while the
 /// flags are not complete for these tokens), dead tasks, and when the flags were refreshed.
 fn attention_sql(since: DateTime<Utc>, until: DateTime<Utc>, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
@@ -351,15 +346,36 @@ pub(crate) async fn overview(
         by_state,
         by_cause,
         series,
-        attention: Attention {
-            unsafe_lost_leases,
-            needs_compensation,
-            silent_runs,
-            dead_tasks,
-            taken: attention_taken(db, since, until).await?,
-        },
+        attention: with_loops(
+            db,
+            tokens,
+            now,
+            Attention {
+                unsafe_lost_leases,
+                needs_compensation,
+                silent_runs,
+                dead_tasks,
+                taken: attention_taken(db, since, until).await?,
+                ..Attention::default()
+            },
+        )
+        .await?,
         counted_at: counted_at.map(|c| c.min(now)),
     })
+}
+
+/// Adds the re-claim loops of now (not of the window: a loop is live work) to `attention`.
+async fn with_loops(
+    db: &Db,
+    tokens: &Tokens,
+    now: DateTime<Utc>,
+    mut attention: Attention,
+) -> Result<Attention, StoreError> {
+    let (listed, counts) = crate::alerts::loop_items(db, tokens, now).await?;
+    attention.loops = counts.items;
+    attention.loop_tasks = listed;
+    attention.taken.loops = counts.acknowledged;
+    Ok(attention)
 }
 
 /// [`queries::attention_taken`], read.
@@ -371,7 +387,7 @@ async fn attention_taken(
     let buf = queries::attention_taken(since, until);
     let (dead_tasks, needs_compensation): (i64, i64) =
         on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
-    Ok(lastword_core::AttentionTaken { needs_compensation, dead_tasks })
+    Ok(lastword_core::AttentionTaken { needs_compensation, dead_tasks, loops: 0 })
 }
 
 fn min_time(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
@@ -567,13 +583,20 @@ pub(crate) async fn raw_overview(
         by_state,
         by_cause,
         series,
-        attention: Attention {
-            unsafe_lost_leases,
-            needs_compensation,
-            silent_runs,
-            dead_tasks,
-            taken: attention_taken(db, since, until).await?,
-        },
+        attention: with_loops(
+            db,
+            tokens,
+            now,
+            Attention {
+                unsafe_lost_leases,
+                needs_compensation,
+                silent_runs,
+                dead_tasks,
+                taken: attention_taken(db, since, until).await?,
+                ..Attention::default()
+            },
+        )
+        .await?,
         counted_at: None,
     })
 }

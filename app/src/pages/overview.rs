@@ -124,6 +124,14 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
         ),
         ("Silent runs", a.silent_runs, None, format!("/failures?cause=silent&{since}"), "attention-silent"),
         (
+            "Re-claim loops now",
+            a.loops,
+            Some(a.taken.loops),
+            // A loop is a task: the first one's story (the card lists the others).
+            a.loop_tasks.first().map_or_else(|| format!("/failures?{since}"), |id| format!("/tasks/{id}")),
+            "attention-loops",
+        ),
+        (
             "Dead tasks",
             a.dead_tasks,
             Some(a.taken.dead_tasks),
@@ -131,6 +139,7 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
             "attention-dead",
         ),
     ];
+    let loop_tasks = a.loop_tasks.clone();
     let total: i64 = overview.by_state.iter().map(|(_, n)| n).sum();
     view! {
         <section aria-labelledby="attention-title" class="attention">
@@ -156,6 +165,12 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
                     })
                     .collect_view()}
             </ul>
+            {(loop_tasks.len() > 1).then(|| view! {
+                <p class="muted" data-testid="loop-tasks">
+                    "In a re-claim loop: "
+                    {loop_tasks.iter().map(|id| view! { <a href=format!("/tasks/{id}")>{format!("task {id}")}</a> " " }).collect_view()}
+                </p>
+            })}
         </section>
         <section aria-labelledby="states-title">
             <h2 id="states-title">{format!("Runs by state ({total})")}</h2>

@@ -1,0 +1,11 @@
+-- no-transaction
+-- Re-claim loops (issue 14; lastword_core::attention::loop_streak): the notifier (every 5 s)
+-- and /metrics (every 10 s) look for tasks still being retried that were claimed at least
+-- LOOP_CLAIMS (3) times since they were last re-queued. Without an index that is every queued
+-- and leased task of a backlog, read from the heap to test `attempts`; this one holds only
+-- the candidates, usually a handful. The 3 is spelled out in the predicate and in the query
+-- (store/src/alerts.rs) so the planner can prove one implies the other.
+--
+-- CONCURRENTLY (hence no transaction): runners keep claiming and finishing while it builds.
+-- Parallel to migrations/sqlite/0013_add_retried_index.sql.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS tasks_retried_idx ON tasks (id) WHERE status IN ('queued', 'leased') AND attempts >= 3;
