@@ -101,6 +101,10 @@ pub struct AttentionTaken {
     pub dead_tasks: i64,
     #[serde(default)]
     pub loops: i64,
+    /// Lost-lease runs in the window of unsafe tasks someone acknowledged that item of (since
+    /// the task's newest compensation), runs like [`Attention::unsafe_lost_leases`].
+    #[serde(default)]
+    pub unsafe_lost_leases: i64,
 }
 
 /// A worker seen in a window.

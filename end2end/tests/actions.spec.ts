@@ -190,6 +190,8 @@ test("a task's story downloads as Markdown, and the failures list as CSV", async
 });
 
 test("an operator acknowledges an attention item and a viewer elsewhere sees it taken", async ({ page, browser }) => {
+  // The search below retries for up to 90 s while the demo fleet moves on; the test may take that long.
+  test.setTimeout(150_000);
   const note = `e2e: investigating — refund team paged ${Date.now()}`;
   let taskId = 0;
   await expect(async () => {

@@ -11,6 +11,7 @@ test.describe("pages render on the server @nojs", () => {
     await page.goto("/?window=1h");
     await expect(page.getByRole("heading", { name: "Needs attention" })).toBeVisible();
     await expect(page.getByTestId("attention-silent")).toBeVisible();
+    await expect(page.getByTestId("attention-loops")).toContainText("Re-claim loops now");
     await expect(page.getByTestId("state-counts")).toBeVisible();
     await page.screenshot({ path: "screenshots/overview.png", fullPage: true });
   });

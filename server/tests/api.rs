@@ -380,7 +380,7 @@ async fn overview_workers_and_timeline(db: Db) {
         o["attention"],
         serde_json::json!({"unsafe_lost_leases": 1, "needs_compensation": 1, "silent_runs": 1, "dead_tasks": 0,
                            "loops": 0, "loop_tasks": [],
-                           "taken": {"needs_compensation": 0, "dead_tasks": 0, "loops": 0}})
+                           "taken": {"needs_compensation": 0, "dead_tasks": 0, "loops": 0, "unsafe_lost_leases": 0}})
     );
     // Defaults: the last 24 hours in automatically sized buckets.
     let o = api.ok("/api/v1/overview").await;
@@ -466,7 +466,7 @@ async fn metrics_expose_the_series(db: Db) {
 /// The counters start at zero when the server does and count what runs reach after that; the
 /// attention gauges say what is open now, acknowledged or not.
 async fn metrics_count_what_happens_after_the_start_and_gauge_what_is_open(db: Db) {
-    arrange(&db).await;
+    let sc = arrange(&db).await;
     let store = store_for(db.clone(), Tokens::default());
     let now = Utc::now();
     while store.refresh_rollups(now).await.unwrap().has_more() {}
@@ -544,6 +544,21 @@ async fn metrics_count_what_happens_after_the_start_and_gauge_what_is_open(db: D
     has(&text, "lastword_attention_items{kind=\"dead\",acknowledged=\"false\"} 0");
     has(&text, "lastword_attention_items{kind=\"dead\",acknowledged=\"true\"} 1");
     has(&text, "lastword_runs_claimed_total 2");
+    // The overview counts the unsafe lost lease taken once its task's item is acknowledged.
+    let taken = |o: Value| o["attention"]["taken"]["unsafe_lost_leases"].as_i64();
+    assert_eq!(taken(api.ok("/api/v1/overview?since=2h").await), Some(0));
+    let request = lastword_core::ActionRequest {
+        reason: "refund team checking".into(),
+        attention: Some(lastword_core::AttentionKind::UnsafeLostLease),
+        ..Default::default()
+    };
+    store
+        .act(sc.double_task, lastword_core::ActionKind::Acknowledge, &request, &actor, Utc::now())
+        .await
+        .unwrap()
+        .unwrap();
+    let o = api.ok("/api/v1/overview?since=2h").await;
+    assert_eq!((taken(o.clone()), o["attention"]["unsafe_lost_leases"].as_i64()), (Some(1), Some(1)), "{o}");
 }
 
 /// The simulator's fleet (short lease, fixed seed) leaves realistic data; the API pages through

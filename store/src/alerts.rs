@@ -123,9 +123,9 @@ pub async fn attention_now(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Resu
     let dead_since = now - Duration::hours(DEAD_HORIZON_HOURS);
     let taken = |since| crate::queries::attention_taken(since, far_future);
     let (all, recent) = (taken(far_past), taken(dead_since));
-    let (_, double_taken): (i64, i64) =
+    let (_, double_taken, _): (i64, i64, i64) =
         on_db!(db, p => bind_values!(sqlx::query_as(&all.sql), &all.args).fetch_one(p).await?);
-    let (dead_taken, _): (i64, i64) =
+    let (dead_taken, _, _): (i64, i64, i64) =
         on_db!(db, p => bind_values!(sqlx::query_as(&recent.sql), &recent.args).fetch_one(p).await?);
     let dead: i64 = on_db!(db, p => sqlx::query_scalar(
         "SELECT COUNT(*) FROM tasks t WHERE t.status = 'dead' AND t.updated_at >= $1")

@@ -412,7 +412,14 @@ pub(crate) fn attention_taken(since: DateTime<Utc>, until: DateTime<Utc>) -> Sql
               AND NOT EXISTS (SELECT 1 FROM operator_actions c WHERE c.task_id = t.id AND c.action = 'compensate' \
                                 AND c.outcome = '{applied}' AND c.id > a.id) \
               AND (EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.claimed_at >= {s} AND r.claimed_at < {u}) \
-                   OR EXISTS (SELECT 1 FROM effects e WHERE e.task_id = t.id AND e.created_at >= {s} AND e.created_at < {u})))",
+                   OR EXISTS (SELECT 1 FROM effects e WHERE e.task_id = t.id AND e.created_at >= {s} AND e.created_at < {u}))), \
+           (SELECT COUNT(*) FROM runs r JOIN tasks t ON t.id = r.task_id \
+              WHERE r.completion_rows = 0 AND r.finished_at IS NOT NULL AND r.claimed_at >= {s} AND r.claimed_at < {u} \
+                AND t.safety = 'unsafe' AND t.compensated_at IS NULL \
+                AND EXISTS (SELECT 1 FROM operator_actions a WHERE a.task_id = t.id AND a.action = 'acknowledge' \
+                              AND a.outcome = '{applied}' AND a.attention = 'unsafe_lost_lease' \
+                              AND NOT EXISTS (SELECT 1 FROM operator_actions c WHERE c.task_id = t.id \
+                                                AND c.action = 'compensate' AND c.outcome = '{applied}' AND c.id > a.id)))",
         dead = acks("dead"),
         double = acks("double_execution"),
     );

@@ -385,9 +385,9 @@ async fn attention_taken(
     until: DateTime<Utc>,
 ) -> Result<lastword_core::AttentionTaken, StoreError> {
     let buf = queries::attention_taken(since, until);
-    let (dead_tasks, needs_compensation): (i64, i64) =
+    let (dead_tasks, needs_compensation, unsafe_lost_leases): (i64, i64, i64) =
         on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
-    Ok(lastword_core::AttentionTaken { needs_compensation, dead_tasks, loops: 0 })
+    Ok(lastword_core::AttentionTaken { needs_compensation, dead_tasks, loops: 0, unsafe_lost_leases })
 }
 
 fn min_time(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {

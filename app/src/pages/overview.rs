@@ -111,7 +111,7 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
         (
             "Lost-lease completions of unsafe tasks",
             a.unsafe_lost_leases,
-            None,
+            Some(a.taken.unsafe_lost_leases),
             format!("/failures?cause=lost_lease&{since}"),
             "attention-lost-lease",
         ),
