@@ -104,44 +104,36 @@ pub async fn record(db: &Db, round: &Round, now: DateTime<Utc>) -> Result<(), St
     macro_rules! write {
         ($pool:expr) => {{
             let mut tx = $pool.begin().await?;
-            for id in &round.expire {
+            // Expired incidents owe nothing; resolved ones a resolution to whoever may have
+            // the firing message. Both close the incident and drop an undelivered firing.
+            let closing = round.expire.iter().map(|id| (id, false)).chain(round.resolve.iter().map(|id| (id, true)));
+            for (id, resolved) in closing {
                 sqlx::query("UPDATE alert_incidents SET resolved_at = $2 WHERE id = $1 AND resolved_at IS NULL")
                     .bind(id)
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query(
-                    "UPDATE alert_deliveries SET abandoned_at = $2, last_error = 'expired: still dead past the look-back' \
-                     WHERE incident_id = $1 AND delivered_at IS NULL AND abandoned_at IS NULL",
-                )
-                .bind(id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            }
-            for id in &round.resolve {
-                sqlx::query("UPDATE alert_incidents SET resolved_at = $2 WHERE id = $1 AND resolved_at IS NULL")
+                if resolved {
+                    sqlx::query(
+                        "INSERT INTO alert_deliveries (incident_id, sink, phase, created_at, due_at) \
+                         SELECT incident_id, sink, 'resolved', $2, $2 FROM alert_deliveries \
+                         WHERE incident_id = $1 AND phase = 'firing' \
+                           AND (delivered_at IS NOT NULL OR (attempts > 0 AND abandoned_at IS NULL)) \
+                         ON CONFLICT DO NOTHING",
+                    )
                     .bind(id)
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
+                }
+                let why = if resolved { "resolved before it was delivered" } else { "expired: still dead past the look-back" };
                 sqlx::query(
-                    "INSERT INTO alert_deliveries (incident_id, sink, phase, created_at, due_at) \
-                     SELECT incident_id, sink, 'resolved', $2, $2 FROM alert_deliveries \
-                     WHERE incident_id = $1 AND phase = 'firing' \
-                       AND (delivered_at IS NOT NULL OR (attempts > 0 AND abandoned_at IS NULL)) \
-                     ON CONFLICT DO NOTHING",
-                )
-                .bind(id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query(
-                    "UPDATE alert_deliveries SET abandoned_at = $2, last_error = 'resolved before it was delivered' \
+                    "UPDATE alert_deliveries SET abandoned_at = $2, last_error = $3 \
                      WHERE incident_id = $1 AND phase = 'firing' AND delivered_at IS NULL AND abandoned_at IS NULL",
                 )
                 .bind(id)
                 .bind(now)
+                .bind(why)
                 .execute(&mut *tx)
                 .await?;
             }

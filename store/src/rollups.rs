@@ -346,36 +346,41 @@ pub(crate) async fn overview(
         by_state,
         by_cause,
         series,
-        attention: with_loops(
+        attention: needs_attention(
             db,
             tokens,
+            (since, until),
             now,
-            Attention {
-                unsafe_lost_leases,
-                needs_compensation,
-                silent_runs,
-                dead_tasks,
-                taken: attention_taken(db, since, until).await?,
-                ..Attention::default()
-            },
+            [unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks],
         )
         .await?,
         counted_at: counted_at.map(|c| c.min(now)),
     })
 }
 
-/// Adds the re-claim loops of now (not of the window: a loop is live work) to `attention`.
-async fn with_loops(
+/// *Needs attention* from the window's counts (`[unsafe lost leases, needs compensation,
+/// silent runs, dead tasks]`, counted by the caller from rollups or from history), what of it
+/// was acknowledged, and the re-claim loops of now (not of the window: a loop is live work).
+/// Shared by the overview and its oracle.
+async fn needs_attention(
     db: &Db,
     tokens: &Tokens,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
     now: DateTime<Utc>,
-    mut attention: Attention,
+    [unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks]: [i64; 4],
 ) -> Result<Attention, StoreError> {
-    let (listed, counts) = crate::alerts::loop_items(db, tokens, now).await?;
-    attention.loops = counts.items;
-    attention.loop_tasks = listed;
-    attention.taken.loops = counts.acknowledged;
-    Ok(attention)
+    let mut taken = attention_taken(db, since, until).await?;
+    let (loop_tasks, loops) = crate::alerts::loop_items(db, tokens, now).await?;
+    taken.loops = loops.acknowledged;
+    Ok(Attention {
+        unsafe_lost_leases,
+        needs_compensation,
+        silent_runs,
+        dead_tasks,
+        loops: loops.items,
+        loop_tasks,
+        taken,
+    })
 }
 
 /// [`queries::attention_taken`], read.
@@ -583,18 +588,12 @@ pub(crate) async fn raw_overview(
         by_state,
         by_cause,
         series,
-        attention: with_loops(
+        attention: needs_attention(
             db,
             tokens,
+            (since, until),
             now,
-            Attention {
-                unsafe_lost_leases,
-                needs_compensation,
-                silent_runs,
-                dead_tasks,
-                taken: attention_taken(db, since, until).await?,
-                ..Attention::default()
-            },
+            [unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks],
         )
         .await?,
         counted_at: None,
