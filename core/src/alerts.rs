@@ -146,6 +146,9 @@ pub struct ItemCounts {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttentionNow {
     pub double_executions: Option<ItemCounts>,
+    /// Unsafe tasks whose run lost its lease after recording an effect, claimed in the last
+    /// [`DEAD_HORIZON_HOURS`] hours, not compensated.
+    pub unsafe_lost_leases: ItemCounts,
     /// Tasks that died in the last [`DEAD_HORIZON_HOURS`] hours.
     pub dead: ItemCounts,
     pub loops: ItemCounts,

@@ -243,7 +243,12 @@ fn register_alert_figures(registry: &mut Registry, r: &AlertFigures) {
     registry.register("lastword_tasks_dead", "Tasks that used every attempt", dead);
     let items = Family::<[(&'static str, &'static str); 2], Gauge>::default();
     let a = &r.attention;
-    let kinds = [("double_execution", a.double_executions), ("dead", Some(a.dead)), ("loop", Some(a.loops))];
+    let kinds = [
+        ("double_execution", a.double_executions),
+        ("unsafe_lost_lease", Some(a.unsafe_lost_leases)),
+        ("dead", Some(a.dead)),
+        ("loop", Some(a.loops)),
+    ];
     for (kind, counts) in kinds {
         let Some(n) = counts else { continue };
         items.get_or_create(&[("kind", kind), ("acknowledged", "false")]).set(n.items - n.acknowledged);
@@ -251,7 +256,7 @@ fn register_alert_figures(registry: &mut Registry, r: &AlertFigures) {
     }
     registry.register(
         "lastword_attention_items",
-        "Attention items now: double executions awaiting compensation and re-claim loops in all history, deaths of the last 24 h; acknowledged=false ones nobody has taken",
+        "Attention items now: double executions awaiting compensation and re-claim loops in all history, deaths and unsafe lost leases of the last 24 h; acknowledged=false ones nobody has taken",
         items,
     );
 }

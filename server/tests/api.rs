@@ -485,6 +485,7 @@ async fn metrics_count_what_happens_after_the_start_and_gauge_what_is_open(db: D
         "lastword_runs_claimed_total 0",
         "lastword_unsafe_lost_lease_completions_total 0",
         "lastword_attention_items{kind=\"double_execution\",acknowledged=\"false\"} 1",
+        "lastword_attention_items{kind=\"unsafe_lost_lease\",acknowledged=\"false\"} 1",
         "lastword_attention_items{kind=\"dead\",acknowledged=\"false\"} 0",
         "lastword_attention_items{kind=\"loop\",acknowledged=\"false\"} 0",
     ] {
@@ -559,6 +560,9 @@ async fn metrics_count_what_happens_after_the_start_and_gauge_what_is_open(db: D
         .unwrap();
     let o = api.ok("/api/v1/overview?since=2h").await;
     assert_eq!((taken(o.clone()), o["attention"]["unsafe_lost_leases"].as_i64()), (Some(1), Some(1)), "{o}");
+    let text = scrape().await;
+    has(&text, "lastword_attention_items{kind=\"unsafe_lost_lease\",acknowledged=\"false\"} 0");
+    has(&text, "lastword_attention_items{kind=\"unsafe_lost_lease\",acknowledged=\"true\"} 1");
 }
 
 /// The simulator's fleet (short lease, fixed seed) leaves realistic data; the API pages through

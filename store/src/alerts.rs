@@ -133,12 +133,28 @@ pub async fn attention_now(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Resu
         .fetch_one(p)
         .await?);
     let (_, loops) = loop_items(db, tokens, now).await?;
+    let lost: Vec<i64> = on_db!(db, p => sqlx::query_scalar(&format!(
+        "SELECT DISTINCT t.id FROM runs r JOIN tasks t ON t.id = r.task_id WHERE {UNSAFE_LOST_LEASE} AND r.claimed_at >= $1 \
+         ORDER BY t.id LIMIT $2"))
+        .bind(dead_since)
+        .bind(MAX_ITEMS)
+        .fetch_all(p)
+        .await?);
+    let lost_taken = acknowledged_at(db, AttentionKind::UnsafeLostLease, &lost).await?.len() as i64;
     Ok(AttentionNow {
         double_executions: flagged.map(|items| ItemCounts { items, acknowledged: double_taken.min(items) }),
+        unsafe_lost_leases: ItemCounts { items: lost.len() as i64, acknowledged: lost_taken },
         dead: ItemCounts { items: dead, acknowledged: dead_taken.min(dead) },
         loops,
     })
 }
+
+/// The rule of an unsafe lost lease item (`lastword_core::attention::items`) on `r` and `t`: a
+/// lost run of an uncompensated unsafe task that recorded an effect.
+const UNSAFE_LOST_LEASE: &str =
+    "r.completion_rows = 0 AND r.finished_at IS NOT NULL AND t.safety = 'unsafe' \
+     AND t.compensated_at IS NULL \
+     AND EXISTS (SELECT 1 FROM effects e WHERE e.task_id = r.task_id AND e.lease_epoch = r.lease_epoch)";
 
 /// Tasks listed with a loop count (the overview's card links to them).
 pub const LISTED_LOOPS: usize = 10;
@@ -236,9 +252,7 @@ pub async fn open_items(
         );
         let lost = format!(
             "SELECT t.id, t.kind, t.lease_epoch, MIN(r.claimed_at) FROM runs r JOIN tasks t ON t.id = r.task_id \
-             WHERE r.completion_rows = 0 AND r.finished_at IS NOT NULL AND t.safety = 'unsafe' \
-               AND t.compensated_at IS NULL AND {run_scope} \
-               AND EXISTS (SELECT 1 FROM effects e WHERE e.task_id = r.task_id AND e.lease_epoch = r.lease_epoch) \
+             WHERE {UNSAFE_LOST_LEASE} AND {run_scope} \
              GROUP BY t.id, t.kind, t.lease_epoch ORDER BY t.id LIMIT $2"
         );
         for (kind, sql) in [(AttentionKind::Dead, dead), (AttentionKind::UnsafeLostLease, lost)] {
