@@ -20,6 +20,10 @@ pub enum StoreError {
     /// A query failed for a reason other than connectivity.
     #[error("database error: {0}")]
     Query(#[source] sqlx::Error),
+    /// Too many heavy reads were in flight on this server to start another in time
+    /// (`SharedReads`' bound): refused before touching the database. Retryable at once.
+    #[error("too many heavy reads in flight ({0} at once); try again in a moment")]
+    Busy(usize),
     /// One of the above, met by a read that several callers shared (`SharedReads`): each of
     /// them gets the same error.
     #[error(transparent)]
@@ -51,9 +55,11 @@ impl StoreError {
     }
 
     /// True when the statement was cancelled for running too long (see [`StoreError::TooSlow`]).
+    /// Also true for [`StoreError::Busy`]: both are a 503 that says the server could not answer
+    /// this read in time, and a retry (or a narrower window) may succeed.
     pub fn is_too_slow(&self) -> bool {
         match self {
-            StoreError::TooSlow(_) => true,
+            StoreError::TooSlow(_) | StoreError::Busy(_) => true,
             StoreError::Shared(e) => e.is_too_slow(),
             _ => false,
         }

@@ -22,6 +22,12 @@
 //! - **Without a version** (the hub has not read yet, or the CLI, or tests without a hub) every
 //!   read goes straight to the database.
 //!
+//! **Heavy reads are bounded.** The counting reads (overview, cause facets, workers, timeline)
+//! run at most [`HEAVY_READS`] at once per server; one that cannot start within [`HEAVY_WAIT`]
+//! is refused ([`StoreError::Busy`], a 503 that says so) instead of queueing for the pool, so a
+//! flood of distinct heavy questions cannot starve the keyset lists, the task pages, the
+//! actions and `/readyz` of connections. Shared answers do not take a turn.
+//!
 //! Operator action previews and the audit trail are not shared: they are read right before or
 //! after acting, where freshness matters more than load.
 //!
@@ -53,6 +59,25 @@ pub type VersionSource = Arc<dyn Fn() -> Option<i64> + Send + Sync>;
 const ENTRY_TTL: Duration = Duration::from_secs(3);
 /// Distinct questions kept at once (per method). Each open tab asks a handful.
 const MAX_ENTRIES: u64 = 512;
+
+/// Counting reads running at once, at most: half the pool (16 connections on PostgreSQL), so
+/// the other half is always there for lists, task pages, actions and the change feed.
+pub const HEAVY_READS: usize = 8;
+/// How long a heavy read waits for its turn before it is refused.
+pub const HEAVY_WAIT: Duration = Duration::from_secs(2);
+
+/// Runs `read` once a turn among `HEAVY_READS` is free, or refuses it after `wait`.
+pub(crate) async fn bounded<V>(
+    gate: &tokio::sync::Semaphore,
+    wait: Duration,
+    read: impl Future<Output = Result<V, StoreError>>,
+) -> Result<V, StoreError> {
+    let _turn = match tokio::time::timeout(wait, gate.acquire()).await {
+        Ok(Ok(turn)) => turn,
+        _ => return Err(StoreError::Busy(HEAVY_READS)),
+    };
+    read.await
+}
 
 /// Reads shared per question and version, and how many reached the database.
 #[derive(Debug, Default)]
@@ -126,11 +151,20 @@ pub struct SharedReads {
     version: VersionSource,
     caches: Caches,
     stats: Arc<SharedReadStats>,
+    /// Turns for the heavy reads (see the module header).
+    heavy: Arc<tokio::sync::Semaphore>,
 }
 
 impl SharedReads {
     pub fn new(inner: Arc<dyn Store>, version: VersionSource) -> SharedReads {
-        SharedReads { reads: inner.clone(), inner, version, caches: Caches::new(), stats: Arc::default() }
+        SharedReads {
+            reads: inner.clone(),
+            inner,
+            version,
+            caches: Caches::new(),
+            stats: Arc::default(),
+            heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_READS)),
+        }
     }
 
     /// The same, with the shared reads sent to `replica` (see the module header).
@@ -142,6 +176,11 @@ impl SharedReads {
     /// The counters behind `/metrics`' `lastword_db_reads_total` and `lastword_shared_reads_total`.
     pub fn stats(&self) -> Arc<SharedReadStats> {
         self.stats.clone()
+    }
+
+    /// `read`, in its turn among the heavy reads.
+    async fn in_turn<V>(&self, read: impl Future<Output = Result<V, StoreError>>) -> Result<V, StoreError> {
+        bounded(&self.heavy, HEAVY_WAIT, read).await
     }
 
     /// The answer to `args` at the current version: shared when one exists or is being
@@ -238,7 +277,7 @@ impl Store for SharedReads {
 
     async fn cause_facets(&self, filter: &RunFilter, now: DateTime<Utc>) -> Result<CauseFacets, StoreError> {
         self.shared(&self.caches.cause_facets, "cause_facets", (filter, now), || {
-            self.reads.cause_facets(filter, now)
+            self.in_turn(self.reads.cause_facets(filter, now))
         })
         .await
     }
@@ -251,7 +290,7 @@ impl Store for SharedReads {
         now: DateTime<Utc>,
     ) -> Result<Overview, StoreError> {
         self.shared(&self.caches.overview, "overview", (since, until, bucket, now), || {
-            self.reads.overview(since, until, bucket, now)
+            self.in_turn(self.reads.overview(since, until, bucket, now))
         })
         .await
     }
@@ -261,7 +300,10 @@ impl Store for SharedReads {
         since: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<WorkerSummary>, StoreError> {
-        self.shared(&self.caches.workers, "workers", (since, now), || self.reads.workers(since, now)).await
+        self.shared(&self.caches.workers, "workers", (since, now), || {
+            self.in_turn(self.reads.workers(since, now))
+        })
+        .await
     }
 
     async fn refresh_rollups(&self, now: DateTime<Utc>) -> Result<crate::RollupReport, StoreError> {
@@ -276,7 +318,7 @@ impl Store for SharedReads {
         now: DateTime<Utc>,
     ) -> Result<Vec<lastword_core::RunListItem>, StoreError> {
         self.shared(&self.caches.timeline, "timeline", (since, until, now), || {
-            self.reads.timeline(since, until, now)
+            self.in_turn(self.reads.timeline(since, until, now))
         })
         .await
     }
@@ -336,5 +378,32 @@ impl Store for SharedReads {
 
     async fn audit(&self, filter: &AuditFilter, page: &PageRequest) -> Result<AuditPage, StoreError> {
         self.inner.audit(filter, page).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_heavy_read_that_cannot_get_a_turn_is_refused_not_queued() {
+        let gate = Arc::new(tokio::sync::Semaphore::new(1));
+        let held = gate.clone().acquire_owned().await.unwrap();
+        let refused = bounded(&gate, Duration::from_millis(50), async { Ok::<_, StoreError>(1) }).await;
+        assert!(matches!(refused, Err(StoreError::Busy(_))), "{refused:?}");
+        assert!(refused.unwrap_err().is_too_slow(), "reported like a slow query: a 503 that says why");
+        drop(held);
+        assert_eq!(
+            bounded(&gate, Duration::from_secs(2), async { Ok::<_, StoreError>(2) }).await.unwrap(),
+            2
+        );
+        // A turn freed while waiting is taken.
+        let held = gate.clone().acquire_owned().await.unwrap();
+        let waiter = bounded(&gate, Duration::from_secs(2), async { Ok::<_, StoreError>(3) });
+        let (answer, ()) = tokio::join!(waiter, async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            drop(held);
+        });
+        assert_eq!(answer.unwrap(), 3);
     }
 }
