@@ -160,13 +160,18 @@ test("the timeline links each re-claim to the attempt before it, with an axis an
   // Hovering a bar lights up its task's attempts in every lane and dims the rest.
   const bar = page.locator(`.timeline a.bar-link[data-task="${pairs[0][2]}"]`).first();
   if ((await bar.count()) > 0) {
-    await bar.hover();
-    await expect(page.locator(".timeline svg")).toHaveClass(/focusing/);
-    await expect(page.getByTestId("timeline-detail")).toContainText(`task #${pairs[0][2]}`);
-    const opacities = await page.locator(".timeline a.bar-link").evaluateAll((els, task) =>
-      els.map((e) => [e.getAttribute("data-task") === task, getComputedStyle(e).opacity]),
-    pairs[0][2]);
-    for (const [same, opacity] of opacities) expect(opacity).toBe(same ? "1" : "0.22");
+    // Hovered again if a live answer redrew the chart between the hover and the reading: a bar
+    // drawn after the hover is lit only when the pointer next moves (noted for issue 10).
+    await expect(async () => {
+      await page.mouse.move(0, 0);
+      await bar.hover();
+      await expect(page.locator(".timeline svg")).toHaveClass(/focusing/);
+      await expect(page.getByTestId("timeline-detail")).toContainText(`task #${pairs[0][2]}`);
+      const opacities = await page.locator(".timeline a.bar-link").evaluateAll((els, task) =>
+        els.map((e) => [e.getAttribute("data-task") === task, getComputedStyle(e).opacity]),
+      pairs[0][2]);
+      for (const [same, opacity] of opacities) expect(opacity).toBe(same ? "1" : "0.22");
+    }).toPass({ timeout: 20_000 });
   }
 
   // Every window: readable ticks, a now line, and no two glyph boxes intersecting.
