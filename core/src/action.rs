@@ -941,6 +941,7 @@ mod tests {
             trace_id: None,
             state: RunState::Running,
             cause: None,
+            reclaim_reason: None,
         }
     }
 

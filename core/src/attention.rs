@@ -257,6 +257,7 @@ mod tests {
             trace_id: None,
             state,
             cause: None,
+            reclaim_reason: None,
         }
     }
 

@@ -97,6 +97,10 @@ pub struct Run {
     pub trace_id: Option<String>,
     pub state: RunState,
     pub cause: Option<Cause>,
+    /// Why this claim was a re-claim (`crate::reclaim`), decided by the store; none for a
+    /// task's first claim, and none where a reader did not ask (the timeline, the runner).
+    #[serde(default)]
+    pub reclaim_reason: Option<crate::reclaim::ReclaimReason>,
 }
 
 impl Run {

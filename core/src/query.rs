@@ -3,6 +3,7 @@
 //! so a filter round-trips through the URL exactly: a link pasted into chat opens the same view.
 
 use crate::model::Source;
+use crate::reclaim::ReclaimReason;
 use crate::state::{Cause, RunState};
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,9 @@ pub struct RunFilter {
     pub states: Vec<RunState>,
     /// Any of these failure causes (empty: any). Combined with `states` by AND.
     pub causes: Vec<Cause>,
+    /// Runs that re-claimed their task for any of these reasons (empty: any claim).
+    #[serde(default)]
+    pub reclaims: Vec<ReclaimReason>,
     pub worker: Option<String>,
     pub kind: Option<String>,
     pub source: Option<Source>,
@@ -54,6 +58,8 @@ impl RunFilter {
     /// the failures page, its bulk re-queue, the API's bulk re-queue and the CLI's `--filter`
     /// all come through here.
     pub fn failures_unless_narrowed(mut self) -> RunFilter {
+        // A re-claim reason does not narrow to healthy runs: "re-queue all matching" with only
+        // `reclaim=slow_worker` must not re-run tasks whose re-claiming run succeeded.
         if self.states.is_empty() && self.causes.is_empty() {
             self.states = RunState::failures();
         }
@@ -175,7 +181,7 @@ fn text(value: &str) -> Option<String> {
     (!v.is_empty()).then(|| v.to_string())
 }
 
-/// Parses the run-list query string (`state`, `cause`, `worker`, `kind`, `source`, `task`,
+/// Parses the run-list query string (`state`, `cause`, `reclaim`, `worker`, `kind`, `source`, `task`,
 /// `since`, `until`, `q`, `limit`, `after`). `state` and `cause` take comma-separated values
 /// and may repeat. Unknown parameters are refused, so a typo does not silently widen a filter.
 pub fn parse_run_query(
@@ -189,6 +195,7 @@ pub fn parse_run_query(
         match key.as_str() {
             "state" => list(key, value, &mut filter.states)?,
             "cause" => list(key, value, &mut filter.causes)?,
+            "reclaim" => list(key, value, &mut filter.reclaims)?,
             "worker" => filter.worker = text(value),
             "kind" => filter.kind = text(value),
             "source" => {
@@ -228,7 +235,7 @@ pub fn parse_run_query(
             other => {
                 return Err(ParamError::new(
                     other,
-                    "unknown parameter; expected state, cause, worker, kind, source, task, since, until, q, limit, after",
+                    "unknown parameter; expected state, cause, reclaim, worker, kind, source, task, since, until, q, limit, after",
                 ))
             }
         }
@@ -249,6 +256,9 @@ pub fn run_query_string(filter: &RunFilter, page: Option<&PageRequest>) -> Strin
     }
     if !filter.causes.is_empty() {
         parts.push(("cause", filter.causes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(",")));
+    }
+    if !filter.reclaims.is_empty() {
+        parts.push(("reclaim", filter.reclaims.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(",")));
     }
     if let Some(w) = &filter.worker {
         parts.push(("worker", w.clone()));
@@ -316,6 +326,7 @@ mod tests {
                 ("cause", "lost_lease,timeout"),
                 ("cause", "silent"),
                 ("state", "failed"),
+                ("reclaim", "dead_worker,stalled_worker"),
                 ("worker", "worker-7"),
                 ("kind", "reply"),
                 ("source", "tick"),
@@ -331,6 +342,7 @@ mod tests {
         .unwrap();
         assert_eq!(f.causes, vec![Cause::LostLease, Cause::Timeout, Cause::Silent]);
         assert_eq!(f.states, vec![RunState::Failed]);
+        assert_eq!(f.reclaims, vec![ReclaimReason::DeadWorker, ReclaimReason::StalledWorker]);
         assert_eq!(f.worker.as_deref(), Some("worker-7"));
         assert_eq!(f.source, Some(Source::Tick));
         assert_eq!(f.task_id, Some(42));
@@ -345,6 +357,7 @@ mod tests {
     fn bad_parameters_name_themselves() {
         for (q, param) in [
             (vec![("cause", "melted")], "cause"),
+            (vec![("reclaim", "lazy_worker")], "reclaim"),
             (vec![("state", "done")], "state"),
             (vec![("limit", "0")], "limit"),
             (vec![("limit", "x")], "limit"),
@@ -408,6 +421,7 @@ mod tests {
         let (f, p) = parse_run_query(
             &pairs(&[
                 ("cause", "empty_output,lost_lease"),
+                ("reclaim", "slow_worker"),
                 ("worker", "w 1&2"),
                 ("q", "50% off"),
                 ("since", "2026-11-29T03:00:00Z"),

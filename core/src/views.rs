@@ -224,6 +224,7 @@ mod tests {
             trace_id: None,
             state,
             cause: None,
+            reclaim_reason: None,
         }
     }
 

@@ -304,6 +304,29 @@ async fn runs_and_tasks_by_id(db: Db) {
     let states: Vec<&str> =
         task["runs"].as_array().unwrap().iter().map(|r| r["state"].as_str().unwrap()).collect();
     assert_eq!(states, vec!["lost_lease", "acted"]);
+    // worker-b took the task while worker-a was still at it (a's write then lost): a slow worker.
+    let reasons: Vec<&Value> =
+        task["runs"].as_array().unwrap().iter().map(|r| &r["reclaim_reason"]).collect();
+    assert_eq!(reasons, vec![&Value::Null, &serde_json::json!("slow_worker")]);
+    let slow = api.ok("/api/v1/runs?reclaim=slow_worker&since=2h").await;
+    let slow = slow["runs"].as_array().unwrap();
+    assert_eq!(slow.len(), 1, "{slow:?}");
+    assert_eq!(
+        (slow[0]["task_id"].as_i64(), slow[0]["worker"].as_str()),
+        (Some(sc.double_task), Some("worker-b"))
+    );
+    // The timed-out reply, claimed again by the runner's retries (each after a failure).
+    let retried = api.ok("/api/v1/runs?reclaim=retry&since=2h").await;
+    let retried = retried["runs"].as_array().unwrap();
+    assert!(ids(retried).contains(&sc.api_error_run), "{retried:?}");
+    assert!(!ids(retried).contains(&sc.timeout_run), "a first claim is no retry: {retried:?}");
+    for r in retried {
+        assert_eq!(
+            (r["reclaim_reason"].as_str(), r["lease_epoch"].as_i64() > Some(1)),
+            (Some("retry"), true),
+            "{r}"
+        );
+    }
     let epochs: Vec<i64> =
         task["effects"].as_array().unwrap().iter().map(|e| e["lease_epoch"].as_i64().unwrap()).collect();
     assert_eq!(epochs, vec![1, 2]);
@@ -328,6 +351,7 @@ async fn bad_parameters_are_400_naming_the_parameter(db: Db) {
     let before = api.store.totals().await.unwrap();
     for (uri, param) in [
         ("/api/v1/runs?cause=melted", "cause"),
+        ("/api/v1/runs?reclaim=lazy_worker", "reclaim"),
         ("/api/v1/runs?state=done", "state"),
         ("/api/v1/runs?limit=0", "limit"),
         ("/api/v1/runs?limit=501", "limit"),

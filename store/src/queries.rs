@@ -122,6 +122,24 @@ const FINISHED_ACCEPTED: &str =
 /// The four error causes spelled out in `runs.error`; anything else counts as `other`.
 const NAMED_ERRORS: &str = "('timeout', 'api_error', 'context_overflow', 'crash')";
 
+/// The SQL twin of `lastword_core::reclaim::reclaim_reason` over `runs r`: why `r` re-claimed
+/// its task, from the task's run of the next lower epoch `p` (NULL when there is none: a first
+/// claim). One text for both backends: every comparison is between two columns of one type
+/// (SQLite's RFC 3339 texts order like time). Each lookup is an index probe: `p` by
+/// `runs_task_epoch_key`, the re-queue by `operator_actions_task_idx`, the worker's later claim
+/// by `runs_worker_claimed_idx`.
+pub(crate) const RECLAIM_REASON_SQL: &str = "(SELECT CASE \
+    WHEN EXISTS (SELECT 1 FROM operator_actions a WHERE a.task_id = r.task_id AND a.action = 'requeue' \
+        AND a.outcome = 'applied' AND a.created_at >= p.claimed_at AND a.created_at <= r.claimed_at) \
+        THEN 'operator_requeue' \
+    WHEN p.completion_rows = 0 OR p.finished_at > r.claimed_at THEN 'slow_worker' \
+    WHEN p.finished_at IS NOT NULL THEN 'retry' \
+    WHEN EXISTS (SELECT 1 FROM runs w WHERE w.worker = p.worker AND w.claimed_at > p.lease_expires_at) \
+        THEN 'stalled_worker' \
+    ELSE 'dead_worker' END \
+    FROM runs p WHERE p.task_id = r.task_id AND p.lease_epoch < r.lease_epoch \
+    ORDER BY p.lease_epoch DESC LIMIT 1)";
+
 /// A condition over `runs r` that holds exactly when the `STATE_SQL` twin decides `state`
 /// (with `$1` now, `$2`/`$3` the tokens), written so the partial indexes on `runs` apply.
 pub(crate) fn state_predicate(d: &Dialect, state: RunState) -> String {
@@ -239,6 +257,11 @@ pub(crate) fn filter_conditions(
             "(r.output {like} {p} ESCAPE '\\' OR r.error {like} {p} ESCAPE '\\' OR r.error_detail {like} {p} ESCAPE '\\')"
         ));
     }
+    if !filter.reclaims.is_empty() {
+        // Literals from a closed vocabulary, not user text.
+        let reasons: Vec<String> = filter.reclaims.iter().map(|r| format!("'{}'", r.as_str())).collect();
+        conds.push(format!("{RECLAIM_REASON_SQL} IN ({})", reasons.join(", ")));
+    }
     if with_states {
         if !filter.states.is_empty() {
             conds.push(any_of(filter.states.iter().map(|s| state_predicate(d, *s))));
@@ -262,7 +285,8 @@ pub(crate) fn where_clause(conds: &[String]) -> String {
 /// texts cut to `prefix` characters.
 fn run_list_select(d: &Dialect, prefix: usize) -> String {
     format!(
-        "SELECT {}, {} AS state, t.kind, t.source, t.safety FROM runs r JOIN tasks t ON t.id = r.task_id",
+        "SELECT {}, {} AS state, {RECLAIM_REASON_SQL} AS reclaim_reason, t.kind, t.source, t.safety \
+         FROM runs r JOIN tasks t ON t.id = r.task_id",
         crate::rows::run_list_columns(prefix),
         d.state_sql
     )
@@ -483,7 +507,8 @@ pub(crate) fn task_runs(d: &Dialect, task_id: i64, now: DateTime<Utc>, tokens: &
     let mut buf = SqlBuf::with_state_params(now, tokens);
     let id = buf.arg(Value::I64(task_id));
     let sql = format!(
-        "SELECT {}, {} AS state FROM runs r WHERE r.task_id = {id} ORDER BY r.lease_epoch, r.id",
+        "SELECT {}, {} AS state, {RECLAIM_REASON_SQL} AS reclaim_reason FROM runs r \
+         WHERE r.task_id = {id} ORDER BY r.lease_epoch, r.id",
         crate::rows::RUN_COLUMNS,
         d.state_sql
     );

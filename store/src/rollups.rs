@@ -410,6 +410,7 @@ fn facets_from_rollups(filter: &RunFilter) -> bool {
         && filter.source.is_none()
         && filter.task_id.is_none()
         && filter.q.is_none()
+        && filter.reclaims.is_empty()
 }
 
 /// Failure runs per state and error over the window, plus the null-state freshness row.

@@ -97,6 +97,9 @@ pub(crate) struct RunRow {
     completion_rows: Option<i32>,
     trace_id: Option<String>,
     state: String,
+    /// `queries::RECLAIM_REASON_SQL`, where the query selects it.
+    #[sqlx(default)]
+    reclaim_reason: Option<String>,
 }
 
 impl From<RunRow> for Run {
@@ -121,6 +124,8 @@ impl From<RunRow> for Run {
             trace_id: r.trace_id,
             state,
             cause,
+            // The SQL twin only emits known reasons (the conformance suite checks).
+            reclaim_reason: r.reclaim_reason.and_then(|s| s.parse().ok()),
         }
     }
 }

@@ -563,6 +563,7 @@ async fn filters_narrow_by_worker_kind_source_task_time_and_text(db: Db) {
         q: Some("OFF".into()),
         states: vec![RunState::Acted],
         causes: vec![],
+        reclaims: vec![],
     };
     assert_eq!(query(all).await, vec![r_percent]);
 }
@@ -1192,6 +1193,117 @@ async fn postgres_late_commits_reach_the_rollups() {
     lastword_store::testing::discard_postgres(db).await;
 }
 
+// ---- Re-claim reasons (lastword_core::reclaim): the SQL twin against the Rust rule.
+
+/// An operator action row on `task` at `at`, `applied` or refused.
+async fn add_requeue(db: &Db, task: i64, at: DateTime<Utc>, outcome: &str) {
+    exec(
+        db,
+        "INSERT INTO operator_actions (task_id, action, actor, reason, outcome, created_at) \
+         VALUES ($1, 'requeue', 'ann', 'stuck', $2, $3)",
+        &[task.into(), outcome.into(), at.into()],
+    )
+    .await;
+}
+
+/// One story per reason, a refused re-queue that explains nothing, and a mixed task whose five
+/// claims take four different reasons: the list (with and without the `reclaim` filter) and the
+/// task page say what the hand-written expectation says, and what the Rust rule says over the
+/// same rows.
+async fn reclaim_reasons_agree_with_the_rule(db: Db) {
+    use lastword_core::reclaim::{reclaim_reason, Earlier, ReclaimReason as R};
+    let s = store(db);
+    let t = t0();
+    let sec = Duration::seconds;
+    let db = s.db();
+    let mut expected: Vec<(i64, Option<R>)> = Vec::new();
+    let mut rows: Vec<RunRow<'static>> = Vec::new();
+    let mut requeues: Vec<(i64, DateTime<Utc>)> = Vec::new();
+    macro_rules! run {
+        ($row:expr, $want:expr) => {{
+            let row: RunRow<'static> = $row;
+            let id = row.insert(db).await;
+            rows.push(row);
+            expected.push((id, $want));
+            id
+        }};
+    }
+    // Slow: the first run's write landed after the re-claim and was rejected.
+    let slow = new_task(db, "reply", "notification", "unsafe", t).await;
+    run!(RunRow { finished: Some(t + sec(45)), ..RunRow::new(slow, 1, "w1", t).lost() }, None);
+    run!(RunRow::new(slow, 2, "w2", t + sec(31)), Some(R::SlowWorker));
+    // Dead: never finished, its worker never claimed again.
+    let dead = new_task(db, "reply", "notification", "idempotent", t).await;
+    run!(RunRow::new(dead, 1, "w-dead", t).unfinished(t + sec(30)), None);
+    run!(RunRow::new(dead, 2, "w2", t + sec(31)), Some(R::DeadWorker));
+    // Stalled: never finished, but its worker claimed other work after the lapse.
+    let stalled = new_task(db, "reply", "notification", "idempotent", t).await;
+    let elsewhere = new_task(db, "digest", "tick", "idempotent", t).await;
+    run!(RunRow::new(stalled, 1, "w-stall", t).unfinished(t + sec(30)), None);
+    run!(RunRow::new(stalled, 2, "w2", t + sec(31)), Some(R::StalledWorker));
+    run!(RunRow::new(elsewhere, 1, "w-stall", t + sec(40)), None);
+    // Re-queued by an operator after a failure; a refused re-queue leaves it a plain retry.
+    let requeued = new_task(db, "reply", "notification", "unsafe", t).await;
+    run!(RunRow::new(requeued, 1, "w1", t).failed("crash"), None);
+    add_requeue(db, requeued, t + sec(10), "applied").await;
+    requeues.push((requeued, t + sec(10)));
+    run!(RunRow::new(requeued, 2, "w2", t + sec(20)), Some(R::OperatorRequeue));
+    let retried = new_task(db, "reply", "notification", "unsafe", t).await;
+    run!(RunRow::new(retried, 1, "w1", t).failed("timeout"), None);
+    add_requeue(db, retried, t + sec(10), "refused:lease_live").await;
+    run!(RunRow::new(retried, 2, "w2", t + sec(20)), Some(R::Retry));
+    // Mixed: stalled on w-a, slow on w-b, re-queued after w-c failed, retried after w-a failed.
+    let mixed = new_task(db, "charge", "notification", "unsafe", t).await;
+    run!(RunRow::new(mixed, 1, "w-a", t).unfinished(t + sec(30)), None);
+    run!(
+        RunRow { finished: Some(t + sec(70)), ..RunRow::new(mixed, 2, "w-b", t + sec(31)).lost() },
+        Some(R::StalledWorker)
+    );
+    run!(RunRow::new(mixed, 3, "w-c", t + sec(62)).failed("api_error"), Some(R::SlowWorker));
+    add_requeue(db, mixed, t + sec(80), "applied").await;
+    requeues.push((mixed, t + sec(80)));
+    run!(RunRow::new(mixed, 4, "w-a", t + sec(90)).failed("crash"), Some(R::OperatorRequeue));
+    run!(RunRow::new(mixed, 5, "w-d", t + sec(100)), Some(R::Retry));
+
+    // The Rust rule over the same rows agrees with the hand-written expectation.
+    for (row, (id, want)) in rows.iter().zip(&expected) {
+        let earlier =
+            rows.iter().filter(|p| p.task == row.task && p.epoch < row.epoch).max_by_key(|p| p.epoch);
+        let decided = reclaim_reason(
+            row.claimed,
+            earlier
+                .map(|p| Earlier { finished_at: p.finished, completion_rows: p.rows.map(|r| r as i32) })
+                .as_ref(),
+            earlier.is_some_and(|p| {
+                requeues.iter().any(|(task, at)| *task == row.task && *at >= p.claimed && *at <= row.claimed)
+            }),
+            earlier.is_some_and(|p| rows.iter().any(|w| w.worker == p.worker && w.claimed > p.expires)),
+        );
+        assert_eq!(decided, *want, "the rule on run {id}");
+    }
+
+    let now = t + sec(600);
+    let listed = all_pages(s.as_ref(), &RunFilter::default(), 4, now).await;
+    let mut got: Vec<(i64, Option<R>)> = listed.iter().map(|r| (r.run.id, r.run.reclaim_reason)).collect();
+    got.sort_by_key(|(id, _)| *id);
+    assert_eq!(got, expected, "the list's reclaim_reason");
+    for reason in R::ALL {
+        let filter = RunFilter { reclaims: vec![reason], ..RunFilter::default() };
+        let mut ids = ids(&all_pages(s.as_ref(), &filter, 3, now).await);
+        ids.sort();
+        let want: Vec<i64> = expected.iter().filter(|(_, r)| *r == Some(reason)).map(|(id, _)| *id).collect();
+        assert_eq!(ids, want, "reclaim={reason}");
+    }
+    let both = RunFilter { reclaims: vec![R::DeadWorker, R::StalledWorker], ..RunFilter::default() };
+    assert_eq!(all_pages(s.as_ref(), &both, 50, now).await.len(), 3, "reasons combine by OR");
+    let d = s.task_detail(mixed, now).await.unwrap().unwrap();
+    assert_eq!(
+        d.runs.iter().map(|r| r.reclaim_reason).collect::<Vec<_>>(),
+        vec![None, Some(R::StalledWorker), Some(R::SlowWorker), Some(R::OperatorRequeue), Some(R::Retry)],
+        "the task page's story"
+    );
+}
+
 lastword_store::on_every_backend!(
     migrations_leave_the_store_ready,
     totals_count_rows,
@@ -1214,4 +1326,5 @@ lastword_store::on_every_backend!(
     rollups_stay_exact_without_seeing_heartbeats,
     facets_without_a_rollup_dimension_are_capped,
     concurrent_refreshes_leave_the_same_correct_rows,
+    reclaim_reasons_agree_with_the_rule,
 );

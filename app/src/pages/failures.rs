@@ -9,7 +9,7 @@ use crate::components::bulk::{BulkRequeuePanel, BulkScope};
 use crate::components::time::{human_duration, Time};
 use crate::components::trace::TraceLink;
 use crate::pages::{error_view, live_version};
-use lastword_core::{Cause, CauseFacets, RunListItem, RunPage, RunState, TraceLinks};
+use lastword_core::{Cause, CauseFacets, ReclaimReason, RunListItem, RunPage, RunState, TraceLinks};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::components::Form;
@@ -130,6 +130,18 @@ pub fn FailuresPage() -> impl IntoView {
                                         {if s.is_empty() { "any" } else { s }}
                                     </option>
                                 }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label title="runs that took their task from an earlier run, by why the earlier one lost it">
+                    "Re-claimed"
+                    <select name="reclaim">
+                        <option value="" selected=move || param("reclaim").is_empty()>"any"</option>
+                        {ReclaimReason::ALL
+                            .into_iter()
+                            .map(|r| view! {
+                                <option value=r.as_str() selected=move || param("reclaim") == r.as_str()>{r.short()}</option>
                             })
                             .collect_view()}
                     </select>
@@ -303,7 +315,9 @@ fn RunRow(
                 {(item.safety == "unsafe").then(|| view! { <span class="tag tag-unsafe" title="running it twice is not harmless">"unsafe"</span> })}
             </td>
             <td><a href=format!("/failures?worker={}", lastword_core::query::encode_component(&run.worker))>{run.worker.clone()}</a></td>
-            <td class="num">{run.lease_epoch}</td>
+            <td class="num">{run.lease_epoch}{run.reclaim_reason.map(|c| view! {
+                " "<span class="reclaim-reason" data-reclaim=c.as_str() title=c.label()>{c.short()}</span>
+            })}</td>
             <td><Time t=run.claimed_at short=true /></td>
             <td class="num">{took.unwrap_or_else(|| "—".to_string())}</td>
             <td class="detail">

@@ -178,7 +178,8 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
             <h2 id="runs-title">{format!("Runs ({})", detail.runs.len())}</h2>
             <table class="grid" data-testid="task-runs">
                 <thead><tr>
-                    <th scope="col">"Epoch"</th><th scope="col">"Worker"</th><th scope="col">"State"</th>
+                    <th scope="col">"Epoch"</th><th scope="col" title="why this claim took the task from the run before it">"Re-claimed"</th>
+                    <th scope="col">"Worker"</th><th scope="col">"State"</th>
                     <th scope="col">"Claimed"</th><th scope="col">"Finished"</th><th scope="col" title="rows matched by the final owner-guarded write">"Final write"</th>
                     <th scope="col">"Output / error"</th>
                 </tr></thead>
@@ -193,6 +194,10 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                         view! {
                             <tr data-row="" class=format!("row-{}", r.state.as_str())>
                                 <td class="num">{r.lease_epoch}</td>
+                                <td data-reclaim=r.reclaim_reason.map(|c| c.as_str())>{match r.reclaim_reason {
+                                    Some(c) => view! { <span title=c.label()>{c.short()}</span> }.into_any(),
+                                    None => view! { <span class="muted">"first claim"</span> }.into_any(),
+                                }}</td>
                                 <td><a href=format!("/failures?worker={}", encode_component(&r.worker))>{r.worker.clone()}</a></td>
                                 <td><StateBadge state=r.state cause=r.cause /></td>
                                 <td><Time t=r.claimed_at short=true /></td>
