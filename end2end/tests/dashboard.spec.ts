@@ -45,6 +45,16 @@ test.describe("pages render on the server @nojs", () => {
     await expect(page.getByRole("heading", { name: /Task #\d+/ })).toBeVisible();
     await expect(page.getByTestId("task-runs").locator("tbody tr")).not.toHaveCount(0);
     await expect(page.getByTestId("task-runs")).toContainText("rejected (0 rows)");
+    // The first claim says so; the run that took the task from the lost one names why: its
+    // worker was still at it (a slow worker), or an operator re-queued it.
+    const rows = page.getByTestId("task-runs").locator("tbody tr");
+    await expect(rows.first()).toContainText("first claim");
+    const texts = await rows.allTextContents();
+    const lost = texts.findIndex((t) => t.includes("rejected (0 rows)"));
+    expect(lost, texts.join(" | ")).toBeGreaterThanOrEqual(0);
+    expect(lost + 1, "a lost lease means a later claim").toBeLessThan(texts.length);
+    const reason = await rows.nth(lost + 1).locator("td[data-reclaim]").getAttribute("data-reclaim");
+    expect(["slow_worker", "operator_requeue"]).toContain(reason);
     await page.screenshot({ path: "screenshots/task.png", fullPage: true });
   });
 
