@@ -97,8 +97,9 @@ pub struct Run {
     pub trace_id: Option<String>,
     pub state: RunState,
     pub cause: Option<Cause>,
-    /// Why this claim was a re-claim (`crate::reclaim`), decided by the store; none for a
-    /// task's first claim, and none where a reader did not ask (the timeline, the runner).
+    /// Why this claim was a re-claim (`crate::reclaim`), decided by the store for the run
+    /// list, a run and a task's runs; none for a task's first claim, and none where a reader
+    /// does not select it (the timeline, which draws re-claims from the runs it has).
     #[serde(default)]
     pub reclaim_reason: Option<crate::reclaim::ReclaimReason>,
 }

@@ -24,8 +24,9 @@ pub enum ReclaimReason {
     /// The earlier run never finished and its worker has claimed nothing since its lease
     /// lapsed: the worker is gone.
     DeadWorker,
-    /// The earlier run never finished, but its worker claimed other work after this run's lease
-    /// lapsed: alive, stuck on this run (a hung API call, a pause).
+    /// The earlier run never finished, but its worker claimed again after that run's lease
+    /// lapsed (any task, this one included): alive, stuck on this run (a hung API call, a
+    /// pause), or restarted under the same name.
     StalledWorker,
     /// An operator re-queued the task (an applied, audited `requeue`) between the two claims.
     OperatorRequeue,

@@ -315,6 +315,10 @@ async fn runs_and_tasks_by_id(db: Db) {
         (slow[0]["task_id"].as_i64(), slow[0]["worker"].as_str()),
         (Some(sc.double_task), Some("worker-b"))
     );
+    let one = api.ok(&format!("/api/v1/runs/{}", slow[0]["id"])).await;
+    assert_eq!(one["reclaim_reason"], "slow_worker", "a run by id says it too: {one}");
+    let first = api.ok(&format!("/api/v1/runs/{}", sc.lost_run)).await;
+    assert_eq!(first["reclaim_reason"], Value::Null, "a first claim: {first}");
     // The timed-out reply, claimed again by the runner's retries (each after a failure).
     let retried = api.ok("/api/v1/runs?reclaim=retry&since=2h").await;
     let retried = retried["runs"].as_array().unwrap();

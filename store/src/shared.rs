@@ -94,9 +94,10 @@ macro_rules! impl_store {
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<lastword_core::Run>, $crate::StoreError> {
                 let sql = format!(
-                    "SELECT {}, {} AS state FROM runs r WHERE r.id = $4",
+                    "SELECT {}, {} AS state, {} AS reclaim_reason FROM runs r WHERE r.id = $4",
                     $crate::rows::RUN_COLUMNS,
-                    dialect::STATE_SQL
+                    dialect::STATE_SQL,
+                    $crate::queries::RECLAIM_REASON_SQL
                 );
                 let query = sqlx::query_as::<_, $crate::rows::RunRow>(&sql);
                 let row = $crate::shared::bind_state_params!(query, now, self.tokens)

@@ -60,6 +60,8 @@ pub fn FailuresPage() -> impl IntoView {
     let answer = Resource::new(move || (query_string.get(), live_key()), |(q, _)| list_failures(q));
 
     let param = move |k: &str| query.read().get(k).unwrap_or_default();
+    // Every `reclaim` value of the URL (it may repeat and hold a comma list), as one list.
+    let reclaim_param = move || query.read().get_all("reclaim").unwrap_or_default().join(",");
     let causes_selected = move || {
         query
             .read()
@@ -137,11 +139,21 @@ pub fn FailuresPage() -> impl IntoView {
                 <label title="runs that took their task from an earlier run, by why the earlier one lost it">
                     "Re-claimed"
                     <select name="reclaim">
-                        <option value="" selected=move || param("reclaim").is_empty()>"any"</option>
+                        <option value="" selected=move || reclaim_param().is_empty()>"any"</option>
+                        // A URL naming several reasons (`reclaim=dead_worker,stalled_worker`) keeps
+                        // them through Apply instead of the select falling back to "any".
+                        {move || {
+                            let current = reclaim_param();
+                            let single = ReclaimReason::ALL.iter().any(|r| r.as_str() == current);
+                            (!current.is_empty() && !single).then(|| {
+                                let label = current.replace(',', " or ").replace('_', " ");
+                                view! { <option value=current selected=true>{label}</option> }
+                            })
+                        }}
                         {ReclaimReason::ALL
                             .into_iter()
                             .map(|r| view! {
-                                <option value=r.as_str() selected=move || param("reclaim") == r.as_str()>{r.short()}</option>
+                                <option value=r.as_str() selected=move || reclaim_param() == r.as_str()>{r.short()}</option>
                             })
                             .collect_view()}
                     </select>
