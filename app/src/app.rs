@@ -8,6 +8,7 @@ use crate::pages::login::LoginPage;
 use crate::pages::overview::OverviewPage;
 use crate::pages::task::TaskPage;
 use crate::pages::timeline::TimelinePage;
+use crate::pages::leases::LeasesPage;
 use crate::pages::workers::WorkersPage;
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
@@ -55,6 +56,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/failures") view=FailuresPage ssr=SsrMode::Async />
                     <Route path=path!("/tasks/:id") view=TaskPage ssr=SsrMode::Async />
                     <Route path=path!("/workers") view=WorkersPage ssr=SsrMode::Async />
+                    <Route path=path!("/leases") view=LeasesPage ssr=SsrMode::Async />
                     <Route path=path!("/timeline") view=TimelinePage ssr=SsrMode::Async />
                     <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async />
                     <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async />

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod change;
 pub mod clock;
 pub mod export;
+pub mod leases;
 pub mod model;
 pub mod query;
 pub mod reclaim;

@@ -31,6 +31,7 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
     let store = state.store.clone();
     let live = state.live.clone();
     let site = state.site.clone();
+    let leases = state.leases.clone();
     let options = state.leptos_options.clone();
     let bundle_cache = assets::BundleCache::new(&options);
     let sessions = state.auth.sessions.as_ref().map(|s| s.layer(state.auth.cookie_secure));
@@ -50,6 +51,7 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
                 security::provide_page_nonce();
                 provide_context(store.clone());
                 provide_context(site.clone());
+                provide_context(leases.clone());
                 // Where the page's live feed resumes from: the changes after the render.
                 provide_context(app::live::LiveSnapshot {
                     cursor: live.watermark(),

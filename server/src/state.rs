@@ -24,6 +24,8 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::MetricsCache>,
     /// How long a request may take to produce its response before it is cut with a 503.
     pub request_timeout: std::time::Duration,
+    /// Lease health reports, shared between everyone asking the same question for a while.
+    pub leases: lastword_store::leases::LeaseReports,
     /// The `/readyz` answer, read at most once a second however often probes ask.
     pub readiness: Arc<crate::cached::Cached<lastword_store::Readiness>>,
     /// The process's one database watcher for live updates (started on first use, or by
@@ -59,6 +61,7 @@ impl AppState {
             store: Arc::new(shared),
             live_clients: Arc::new(AtomicI64::new(0)),
             metrics: Arc::new(crate::metrics::MetricsCache::default()),
+            leases: lastword_store::leases::LeaseReports::default(),
             readiness: Arc::new(crate::cached::Cached::new(crate::health::READY_TTL)),
             request_timeout: crate::routes::REQUEST_TIMEOUT,
             live,

@@ -71,7 +71,7 @@ type LoopRow = (i64, String, i64, Option<i64>, Option<DateTime<Utc>>);
 /// since re-queued, whose newest [`LOOP_CLAIMS`] finished runs all failed. The candidates are
 /// an index of their own (migration 0013, whose predicate spells the number out, as this text
 /// does, so the planner can prove it), not every queued task of a backlog.
-async fn loops(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Result<Vec<LoopRow>, StoreError> {
+pub(crate) async fn loops(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Result<Vec<LoopRow>, StoreError> {
     let d = rollups::dialect(db);
     let mut buf = SqlBuf::with_state_params(now, tokens);
     let n = buf.arg(Value::I64(LOOP_CLAIMS as i64));

@@ -22,6 +22,7 @@ pub mod changes;
 mod connect;
 mod error;
 pub mod explain;
+pub mod leases;
 pub mod notify;
 mod postgres;
 pub mod prune;

@@ -39,7 +39,13 @@ pub(crate) mod dialect {
             "SELECT c.relname::text, c.reltuples::bigint FROM pg_class c \
              WHERE c.oid IN ('tasks'::regclass, 'runs'::regclass, 'effects'::regclass)",
         ),
+        epoch_ms,
+        db_now: "clock_timestamp()",
     };
+
+    fn epoch_ms(arg: &str) -> String {
+        format!("(extract(epoch from ({arg})) * 1000)")
+    }
 
     fn bucket(param: &str) -> String {
         format!("floor(extract(epoch from r.claimed_at) / {param})::bigint")

@@ -52,6 +52,11 @@ pub(crate) struct Dialect {
     /// `(table, estimated rows)` of `tasks`, `runs` and `effects` from the catalogue, where the
     /// database keeps such estimates (PostgreSQL's `reltuples`, -1 before the first analyze).
     pub row_estimates: Option<&'static str>,
+    /// The time `arg` as milliseconds since the epoch, a number that subtracts like time.
+    pub epoch_ms: fn(&str) -> String,
+    /// The database's own clock now (not the server's, not a worker's): what clock skew is
+    /// measured against.
+    pub db_now: &'static str,
 }
 
 /// Below this many rows (by the catalogue's estimate) a table's total is counted exactly; above

@@ -37,7 +37,14 @@ pub(crate) mod dialect {
         raw_runs: "g JOIN runs r ON r.claimed_at >= g.lo AND r.claimed_at < g.hi",
         // No catalogue estimates: totals are counted (the embedded database is the small one).
         row_estimates: None,
+        epoch_ms,
+        db_now: "'now'",
     };
+
+    /// `'subsec'` keeps the milliseconds of the RFC 3339 text (SQLite ≥ 3.42).
+    fn epoch_ms(arg: &str) -> String {
+        format!("(unixepoch({arg}, 'subsec') * 1000)")
+    }
 
     /// `unixepoch` reads the RFC 3339 text (fraction and `+00:00` included); SQLite ≥ 3.38.
     fn bucket(param: &str) -> String {

@@ -1304,6 +1304,161 @@ async fn reclaim_reasons_agree_with_the_rule(db: Db) {
     );
 }
 
+/// Lease health on a hand-computed fixture: `reply` runs outlive a 30 s lease (one lost, with a
+/// double execution; one accepted late), `digest` holds a 10 min lease that a dead worker's task
+/// waited out, `poison` is in a re-claim loop, `other` has a worker whose clock runs five
+/// minutes ahead and a running run that heartbeat 5 s ago. Every figure below was worked out by
+/// hand from these rows (nearest-rank percentiles), not read back from the code.
+async fn lease_figures_agree_with_a_hand_computed_fixture(db: Db) {
+    use lastword_core::leases::{KindLeaseStats, LeaseFit, LeaseWindow};
+    use lastword_store::leases::report;
+    let s = store(db);
+    let db = s.db();
+    let sec = Duration::seconds;
+    // Real time: clock skew is measured against the database's own clock.
+    let now = Utc.timestamp_millis_opt(Utc::now().timestamp_millis()).unwrap();
+    let t = now - Duration::hours(1);
+    // reply: A1 outlives its lease, loses it and leaves a double execution; A2 re-claimed it
+    // 1 s after the lapse (slow worker). B1's worker died; B2 re-claimed 10 s after the lapse.
+    // C1 heartbeat (lease 30 s counted from the heartbeat). D1 finished 5 s late, accepted.
+    let a = new_task(db, "reply", "notification", "unsafe", t).await;
+    let a1 = RunRow { finished: Some(t + sec(45)), ..RunRow::new(a, 1, "w1", t).lost() }.insert(db).await;
+    let a2 = RunRow { finished: Some(t + sec(36)), ..RunRow::new(a, 2, "w2", t + sec(31)) }.insert(db).await;
+    add_effect(db, a1, a, 1, t + sec(40)).await;
+    add_effect(db, a2, a, 2, t + sec(35)).await;
+    let b = new_task(db, "reply", "notification", "idempotent", t).await;
+    RunRow::new(b, 1, "w-dead", t).unfinished(t + sec(30)).insert(db).await;
+    RunRow { finished: Some(t + sec(50)), ..RunRow::new(b, 2, "w2", t + sec(40)) }.insert(db).await;
+    let c = new_task(db, "reply", "notification", "idempotent", t).await;
+    RunRow {
+        heartbeat: Some(t + sec(10)),
+        expires: t + sec(40),
+        finished: Some(t + sec(20)),
+        ..RunRow::new(c, 1, "w3", t)
+    }
+    .insert(db)
+    .await;
+    let d = new_task(db, "reply", "notification", "idempotent", t).await;
+    RunRow { finished: Some(t + sec(135)), ..RunRow::new(d, 1, "w1", t + sec(100)) }.insert(db).await;
+    // digest, 10 min leases: E1's worker vanished, E2 took the task 100 s after the lapse; G was
+    // re-queued by an operator after a crash.
+    let long = |row: RunRow<'static>| RunRow { expires: row.claimed + sec(600), ..row };
+    let e = new_task(db, "digest", "tick", "idempotent", t).await;
+    RunRow::new(e, 1, "w-gone", t).unfinished(t + sec(600)).insert(db).await;
+    long(RunRow { finished: Some(t + sec(710)), ..RunRow::new(e, 2, "w4", t + sec(700)) }).insert(db).await;
+    let f = new_task(db, "digest", "tick", "idempotent", t).await;
+    long(RunRow { finished: Some(t + sec(15)), ..RunRow::new(f, 1, "w4", t + sec(5)) }).insert(db).await;
+    let g = new_task(db, "digest", "tick", "idempotent", t).await;
+    long(RunRow { finished: Some(t + sec(12)), ..RunRow::new(g, 1, "w4", t + sec(10)).failed("crash") }).insert(db).await;
+    add_requeue(db, g, t + sec(20), "applied").await;
+    long(RunRow { finished: Some(t + sec(33)), ..RunRow::new(g, 2, "w4", t + sec(30)) }).insert(db).await;
+    // poison: three claims, three crashes, queued again: a re-claim loop.
+    let poison = new_task(db, "poison", "tick", "idempotent", t).await;
+    for epoch in 1..=3 {
+        RunRow::new(poison, epoch, "w6", t + sec(40 * epoch)).failed("crash").insert(db).await;
+    }
+    exec(db, "UPDATE tasks SET attempts = 3, lease_epoch = 3 WHERE id = $1", &[poison.into()]).await;
+    // other: a worker five minutes ahead of the database's clock; a run that is running now.
+    let o = new_task(db, "other", "tick", "idempotent", t).await;
+    RunRow { finished: Some(now + sec(301)), ..RunRow::new(o, 1, "w-ahead", now + sec(300)) }.insert(db).await;
+    let h = new_task(db, "other", "tick", "idempotent", t).await;
+    let running = RunRow {
+        heartbeat: Some(now - sec(5)),
+        ..RunRow::new(h, 1, "w5", now - sec(20)).unfinished(now + sec(25))
+    }
+    .insert(db)
+    .await;
+
+    let window = LeaseWindow::Between(t - sec(1), now + sec(600));
+    let got = report(db, s.tokens(), None, &window, now).await.expect("the report");
+    let fits = |n: [i64; 3]| {
+        [2, 3, 4].iter().zip(n).map(|(m, lost_leases)| LeaseFit { multiple: *m, lost_leases }).collect::<Vec<_>>()
+    };
+    let reply = KindLeaseStats {
+        kind: "reply".into(),
+        runs: 6,
+        finished: 5,
+        lease_ms: Some(30_000),
+        // 5, 10, 20, 35, 45 s: ranks ⌈2.5⌉ = 3, ⌈4.75⌉ = 5, ⌈4.95⌉ = 5.
+        duration_p50_ms: Some(20_000),
+        duration_p95_ms: Some(45_000),
+        duration_p99_ms: Some(45_000),
+        duration_max_ms: Some(45_000),
+        outlived_lease: 2,
+        outlived_without_heartbeat: 2,
+        lost_lease: 1,
+        double_executions: 1,
+        lost_lease_within: fits([1, 1, 1]),
+        reclaims: 2,
+        reclaims_slow_worker: 1,
+        reclaims_stalled_worker: 0,
+        reclaims_dead_worker: 1,
+        reclaims_operator_requeue: 0,
+        // 1 s and 10 s after the lapse: ranks 1 and ⌈1.9⌉ = 2.
+        reclaim_latency_p50_ms: Some(1_000),
+        reclaim_latency_p95_ms: Some(10_000),
+        suggestion: Some(
+            "Runs of `reply` last 45 s at p95 and hold a 30 s lease: 40 % of finished runs outlive it. \
+             A 60 s lease (or a heartbeat every 10 s) would have avoided 1 of the 1 lost leases in this window."
+                .into(),
+        ),
+    };
+    let digest = KindLeaseStats {
+        kind: "digest".into(),
+        runs: 5,
+        finished: 4,
+        lease_ms: Some(600_000),
+        // 2, 3, 10, 10 s: ranks 2, 4, 4.
+        duration_p50_ms: Some(3_000),
+        duration_p95_ms: Some(10_000),
+        duration_p99_ms: Some(10_000),
+        duration_max_ms: Some(10_000),
+        lost_lease_within: fits([0, 0, 0]),
+        reclaims: 1,
+        reclaims_dead_worker: 1,
+        reclaims_operator_requeue: 1,
+        reclaim_latency_p50_ms: Some(100_000),
+        reclaim_latency_p95_ms: Some(100_000),
+        suggestion: Some(
+            "Runs of `digest` finish within 10 s at p99 but hold a 10 min lease: 1 tasks of stalled or dead \
+             workers were re-claimed only after it lapsed, waiting 100 s at p95 in this window. \
+             A 20 s lease would notice a dead worker sooner."
+                .into(),
+        ),
+        ..Default::default()
+    };
+    let by_kind = |k: &str| got.kinds.iter().find(|x| x.kind == k).cloned();
+    assert_eq!(got.kinds.iter().map(|k| k.kind.as_str()).collect::<Vec<_>>(), ["digest", "other", "poison", "reply"]);
+    assert_eq!(by_kind("reply"), Some(reply));
+    assert_eq!(by_kind("digest"), Some(digest.clone()));
+    let poisoned = by_kind("poison").unwrap();
+    assert_eq!((poisoned.runs, poisoned.duration_p50_ms, poisoned.reclaims), (3, Some(5_000), 0), "retries are not re-claims");
+    let other = by_kind("other").unwrap();
+    assert_eq!((other.runs, other.finished, other.lease_ms), (2, 1, Some(30_000)));
+
+    assert_eq!(got.loops.iter().map(|l| (l.task_id, l.kind.as_str(), l.lease_epoch)).collect::<Vec<_>>(), [(poison, "poison", 3)]);
+    assert_eq!(got.loop_claims, 3);
+    assert_eq!(got.skewed_workers.len(), 1, "only w-ahead: {:?}", got.skewed_workers);
+    let ahead = &got.skewed_workers[0];
+    assert_eq!((ahead.worker.as_str(), ahead.runs), ("w-ahead", 1));
+    // Its finish is stamped 301 s past `now`; the database's clock has moved on a little since.
+    assert!((240_000..=301_000).contains(&ahead.ahead_ms), "{}", ahead.ahead_ms);
+    assert_eq!(got.heartbeats.len(), 1, "only the running run: {:?}", got.heartbeats);
+    let beat = &got.heartbeats[0];
+    assert_eq!(
+        (beat.run_id, beat.worker.as_str(), beat.heartbeat_age_ms, beat.lease_left_ms, beat.lease_ms),
+        (running, "w5", 5_000, 25_000, 30_000)
+    );
+
+    // Narrowed to one kind, the same figures for it and nothing of the others.
+    let only = report(db, s.tokens(), Some("digest"), &window, now).await.unwrap();
+    assert_eq!(only.kinds, vec![digest]);
+    assert!(only.loops.is_empty() && only.skewed_workers.is_empty() && only.heartbeats.is_empty());
+    // A window that holds none of it.
+    let empty = LeaseWindow::Between(t - sec(7200), t - sec(3600));
+    assert!(report(db, s.tokens(), None, &empty, now).await.unwrap().kinds.is_empty());
+}
+
 lastword_store::on_every_backend!(
     migrations_leave_the_store_ready,
     totals_count_rows,
@@ -1327,4 +1482,5 @@ lastword_store::on_every_backend!(
     facets_without_a_rollup_dimension_are_capped,
     concurrent_refreshes_leave_the_same_correct_rows,
     reclaim_reasons_agree_with_the_rule,
+    lease_figures_agree_with_a_hand_computed_fixture,
 );

@@ -2,6 +2,7 @@
 //! call, and maps errors to a message fit for the page (details stay in the server log).
 
 pub mod actions;
+pub mod leases;
 pub mod overview;
 pub mod runs;
 pub mod tasks;

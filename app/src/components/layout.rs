@@ -90,6 +90,7 @@ pub fn Layout(children: Children) -> impl IntoView {
                 <A href="/failures">"Failures"</A>
                 <A href="/timeline">"Timeline"</A>
                 <A href="/workers">"Workers"</A>
+                <A href="/leases">"Leases"</A>
                 <A href="/audit">"Audit"</A>
                 <span class="spacer"></span>
                 <button

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod failures;
+pub mod leases;
 pub mod login;
 pub mod overview;
 pub mod task;

@@ -5,6 +5,7 @@
 mod actions;
 mod error;
 pub mod export;
+mod leases;
 mod overview;
 pub mod rejections;
 mod runs;
@@ -32,6 +33,7 @@ pub fn routes() -> Router<AppState> {
         .route("/tasks/{id}/export", get(export::task))
         .route("/overview", get(overview::get))
         .route("/workers", get(workers::list))
+        .route("/leases", get(leases::get))
         .route("/timeline", get(timeline::list))
         .route("/me", get(crate::auth::handlers::me))
         .route("/tasks/{id}/requeue", post(actions::requeue))
@@ -84,7 +86,7 @@ impl WindowParams {
         Ok(WindowParams { pairs })
     }
 
-    fn value(&self, name: &str) -> Option<&str> {
+    pub fn value(&self, name: &str) -> Option<&str> {
         self.pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty())
     }
 

@@ -1,0 +1,356 @@
+//! Lease health (issue 13): run length against the lease, reclaim latency and why each
+//! re-claim happened, per task kind; re-claim loops; clocks stamped ahead of the database's;
+//! the heartbeat age of running work. The rules and shapes are `lastword_core::leases`.
+//!
+//! Why this shape:
+//! - **One SQL text for both databases.** Percentiles are nearest rank over `ROW_NUMBER()`
+//!   (`rn·100 ≥ pct·n`, the rule of `lastword_core::leases::nearest_rank`), which PostgreSQL
+//!   and SQLite both have; only how a time becomes milliseconds is the dialect's.
+//! - **Re-claims by the one rule.** A run's re-claim reason is `RECLAIM_REASON_SQL`, the text
+//!   the run list selects, so the counts here and the list's `reclaim=` filter cannot disagree.
+//! - **Cost.** A window of claims is an index range of `runs_claimed_idx`; each run in it costs
+//!   a few index probes (its predecessor, an operator re-queue, its worker's later claims), so
+//!   the window is at most `MAX_WINDOW_DAYS` and answers are shared: [`LeaseReports`] computes a
+//!   question at most once per [`REPORT_TTL`] for every viewer, server function and script, and
+//!   the answer says when it was computed.
+
+use crate::queries::{bind_values, SqlBuf, Value, RECLAIM_REASON_SQL};
+use crate::rollups::dialect;
+use crate::{Db, StoreError};
+use chrono::{DateTime, Duration, Utc};
+use lastword_core::leases::{
+    suggestion, HeartbeatHealth, KindLeaseStats, LeaseFit, LeaseReport, LeaseWindow, LoopTask, SkewedWorker, HEARTBEATS_LISTED,
+    LEASE_MULTIPLES, SKEW_TOLERANCE_MS,
+};
+use lastword_core::Tokens;
+use moka::future::Cache;
+use std::sync::Arc;
+
+/// How long one computed report is shared. Lease tuning reads trends over hours; a
+/// half-minute-old answer, labelled as such, is worth not re-reading a day of runs per viewer.
+pub const REPORT_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+/// Reports computed at once per server, at most; one that cannot start within
+/// [`crate::shared_reads::HEAVY_WAIT`] is refused with a 503 that says so.
+const REPORTS_AT_ONCE: usize = 2;
+/// Clock skew is looked for among the claims of the window's last hour: a skewed worker that
+/// is still working stamps its newest claims ahead, and an hour of claims is a short index range.
+const SKEW_LOOKBACK_MINUTES: i64 = 60;
+
+/// `ms(a) − ms(b)` in whole milliseconds.
+fn ms_between(db: &Db, a: &str, b: &str) -> String {
+    let d = dialect(db);
+    format!("CAST(round({} - {}) AS BIGINT)", (d.epoch_ms)(a), (d.epoch_ms)(b))
+}
+
+/// The figures of one kind, as the statement returns them.
+#[derive(sqlx::FromRow)]
+struct KindRow {
+    kind: String,
+    runs: i64,
+    finished: i64,
+    lease_ms: Option<i64>,
+    d50: Option<i64>,
+    d95: Option<i64>,
+    d99: Option<i64>,
+    dmax: Option<i64>,
+    outlived: i64,
+    outlived_no_beat: i64,
+    lost: i64,
+    doubled: i64,
+    fit_a: i64,
+    fit_b: i64,
+    fit_c: i64,
+    slow: i64,
+    stalled: i64,
+    dead: i64,
+    operator: i64,
+    r50: Option<i64>,
+    r95: Option<i64>,
+}
+
+/// Per-kind figures of the runs claimed in `[since, until)`, of `kind` only when given.
+async fn kinds(
+    db: &Db,
+    kind: Option<&str>,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    window: &str,
+) -> Result<Vec<KindLeaseStats>, StoreError> {
+    let mut buf = SqlBuf::default();
+    let since = buf.arg(Value::Time(since));
+    let until = buf.arg(Value::Time(until));
+    let kind_cond = match kind {
+        Some(k) => format!(" AND t.kind = {}", buf.arg(Value::Text(k.to_string()))),
+        None => String::new(),
+    };
+    let duration = ms_between(db, "r.finished_at", "r.claimed_at");
+    let lease = ms_between(db, "r.lease_expires_at", "COALESCE(r.heartbeat_at, r.claimed_at)");
+    let lapse = ms_between(db, "r.claimed_at", "p.lease_expires_at");
+    let outlived = "r.finished_at IS NOT NULL AND r.finished_at > r.lease_expires_at";
+    let pct = |metric: i64, p: i64, name: &str| {
+        format!("MIN(CASE WHEN metric = {metric} AND rn * 100 >= n * {p} THEN v END) AS {name}")
+    };
+    let fits: Vec<String> = LEASE_MULTIPLES
+        .iter()
+        .zip(["fit_a", "fit_b", "fit_c"])
+        .map(|(m, name)| {
+            format!("SUM(CASE WHEN outlived = 1 AND lost = 1 AND duration_ms <= {m} * lease_ms THEN 1 ELSE 0 END) AS {name}")
+        })
+        .collect();
+    let reason_count = |reason: &str, name: &str| format!("SUM(CASE WHEN reason = '{reason}' THEN 1 ELSE 0 END) AS {name}");
+    buf.push(&format!(
+        "WITH w AS (\
+           SELECT t.kind AS kind, \
+             CASE WHEN r.finished_at IS NOT NULL THEN {duration} END AS duration_ms, \
+             {lease} AS lease_ms, \
+             CASE WHEN {outlived} THEN 1 ELSE 0 END AS outlived, \
+             CASE WHEN r.heartbeat_at IS NULL THEN 1 ELSE 0 END AS no_beat, \
+             CASE WHEN r.completion_rows = 0 THEN 1 ELSE 0 END AS lost, \
+             CASE WHEN {outlived} \
+                   AND EXISTS (SELECT 1 FROM effects e WHERE e.task_id = r.task_id AND e.lease_epoch = r.lease_epoch) \
+                   AND EXISTS (SELECT 1 FROM effects e WHERE e.task_id = r.task_id AND e.lease_epoch <> r.lease_epoch) \
+                  THEN 1 ELSE 0 END AS doubled, \
+             {RECLAIM_REASON_SQL} AS reason, \
+             (SELECT {lapse} FROM runs p WHERE p.task_id = r.task_id AND p.lease_epoch < r.lease_epoch \
+               ORDER BY p.lease_epoch DESC LIMIT 1) AS lapse_ms \
+           FROM runs r JOIN tasks t ON t.id = r.task_id \
+           WHERE r.claimed_at >= {since} AND r.claimed_at < {until}{kind_cond}), \
+         m AS (\
+           SELECT kind, 0 AS metric, duration_ms AS v FROM w WHERE duration_ms IS NOT NULL \
+           UNION ALL SELECT kind, 1, lease_ms FROM w WHERE lease_ms IS NOT NULL \
+           UNION ALL SELECT kind, 2, CASE WHEN lapse_ms < 0 THEN 0 ELSE lapse_ms END FROM w \
+             WHERE reason IN ('slow_worker', 'stalled_worker', 'dead_worker') AND lapse_ms IS NOT NULL), \
+         ranked AS (\
+           SELECT kind, metric, v, ROW_NUMBER() OVER (PARTITION BY kind, metric ORDER BY v) AS rn, \
+                  COUNT(*) OVER (PARTITION BY kind, metric) AS n FROM m), \
+         q AS (\
+           SELECT kind, {d50}, {d95}, {d99}, MAX(CASE WHEN metric = 0 THEN v END) AS dmax, {l50}, {r50}, {r95} \
+           FROM ranked GROUP BY kind), \
+         c AS (\
+           SELECT kind, COUNT(*) AS runs, SUM(CASE WHEN duration_ms IS NOT NULL THEN 1 ELSE 0 END) AS finished, \
+             SUM(outlived) AS outlived, SUM(outlived * no_beat) AS outlived_no_beat, SUM(outlived * lost) AS lost, \
+             SUM(doubled) AS doubled, {fits}, \
+             {slow}, {stalled}, {dead}, {operator} \
+           FROM w GROUP BY kind) \
+         SELECT c.kind, c.runs, c.finished, q.lease_ms, q.d50, q.d95, q.d99, q.dmax, c.outlived, c.outlived_no_beat, \
+                c.lost, c.doubled, c.fit_a, c.fit_b, c.fit_c, c.slow, c.stalled, c.dead, c.operator, q.r50, q.r95 \
+         FROM c LEFT JOIN q ON q.kind = c.kind ORDER BY c.kind",
+        d50 = pct(0, 50, "d50"),
+        d95 = pct(0, 95, "d95"),
+        d99 = pct(0, 99, "d99"),
+        l50 = pct(1, 50, "lease_ms"),
+        r50 = pct(2, 50, "r50"),
+        r95 = pct(2, 95, "r95"),
+        fits = fits.join(", "),
+        slow = reason_count("slow_worker", "slow"),
+        stalled = reason_count("stalled_worker", "stalled"),
+        dead = reason_count("dead_worker", "dead"),
+        operator = reason_count("operator_requeue", "operator"),
+    ));
+    let rows: Vec<KindRow> =
+        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let mut k = KindLeaseStats {
+                kind: r.kind,
+                runs: r.runs,
+                finished: r.finished,
+                lease_ms: r.lease_ms,
+                duration_p50_ms: r.d50,
+                duration_p95_ms: r.d95,
+                duration_p99_ms: r.d99,
+                duration_max_ms: r.dmax,
+                outlived_lease: r.outlived,
+                outlived_without_heartbeat: r.outlived_no_beat,
+                lost_lease: r.lost,
+                double_executions: r.doubled,
+                lost_lease_within: LEASE_MULTIPLES
+                    .iter()
+                    .zip([r.fit_a, r.fit_b, r.fit_c])
+                    .map(|(m, n)| LeaseFit { multiple: *m, lost_leases: n })
+                    .collect(),
+                reclaims: r.slow + r.stalled + r.dead,
+                reclaims_slow_worker: r.slow,
+                reclaims_stalled_worker: r.stalled,
+                reclaims_dead_worker: r.dead,
+                reclaims_operator_requeue: r.operator,
+                reclaim_latency_p50_ms: r.r50,
+                reclaim_latency_p95_ms: r.r95,
+                suggestion: None,
+            };
+            k.suggestion = suggestion(&k, window);
+            k
+        })
+        .collect())
+}
+
+/// Workers whose newest claims (the window's last hour) carry a claim, heartbeat or finish
+/// stamped more than [`SKEW_TOLERANCE_MS`] past the database's clock.
+async fn skewed_workers(
+    db: &Db,
+    kind: Option<&str>,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<Vec<SkewedWorker>, StoreError> {
+    let d = dialect(db);
+    let mut buf = SqlBuf::default();
+    let from = buf.arg(Value::Time(since.max(until - Duration::minutes(SKEW_LOOKBACK_MINUTES))));
+    let to = buf.arg(Value::Time(until));
+    let tolerance = buf.arg(Value::I64(SKEW_TOLERANCE_MS));
+    let kind_cond = match kind {
+        Some(k) => format!(" AND r.task_id IN (SELECT t.id FROM tasks t WHERE t.kind = {})", buf.arg(Value::Text(k.into()))),
+        None => String::new(),
+    };
+    let ahead = format!(
+        "({} - {})",
+        (d.epoch_ms)("COALESCE(r.finished_at, r.heartbeat_at, r.claimed_at)"),
+        (d.epoch_ms)(d.db_now)
+    );
+    buf.push(&format!(
+        "SELECT r.worker, COUNT(*), CAST(round(MAX({ahead})) AS BIGINT) FROM runs r \
+         WHERE r.claimed_at >= {from} AND r.claimed_at < {to}{kind_cond} AND {ahead} > {tolerance} \
+         GROUP BY r.worker ORDER BY 3 DESC, r.worker"
+    ));
+    let rows: Vec<(String, i64, i64)> =
+        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    Ok(rows.into_iter().map(|(worker, runs, ahead_ms)| SkewedWorker { worker, runs, ahead_ms }).collect())
+}
+
+/// Running runs (lease not yet expired at `now`) with their heartbeat age, nearest to lapsing
+/// first: an index range of `runs_unfinished_expiry_idx`.
+async fn heartbeats(db: &Db, kind: Option<&str>, now: DateTime<Utc>) -> Result<Vec<HeartbeatHealth>, StoreError> {
+    let mut buf = SqlBuf::default();
+    let now_arg = buf.arg(Value::Time(now));
+    let limit = buf.arg(Value::I64(HEARTBEATS_LISTED));
+    let kind_cond = match kind {
+        Some(k) => format!(" AND t.kind = {}", buf.arg(Value::Text(k.into()))),
+        None => String::new(),
+    };
+    let heard = "COALESCE(r.heartbeat_at, r.claimed_at)";
+    buf.push(&format!(
+        "SELECT r.id, r.task_id, t.kind, r.worker, {age}, {left}, {lease} \
+         FROM runs r JOIN tasks t ON t.id = r.task_id \
+         WHERE r.finished_at IS NULL AND r.lease_expires_at > {now_arg}{kind_cond} \
+         ORDER BY r.lease_expires_at, r.id LIMIT {limit}",
+        age = ms_between(db, &now_arg, heard),
+        left = ms_between(db, "r.lease_expires_at", &now_arg),
+        lease = ms_between(db, "r.lease_expires_at", heard),
+    ));
+    let rows: Vec<(i64, i64, String, String, i64, i64, i64)> =
+        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    Ok(rows
+        .into_iter()
+        .map(|(run_id, task_id, kind, worker, heartbeat_age_ms, lease_left_ms, lease_ms)| HeartbeatHealth {
+            run_id,
+            task_id,
+            kind,
+            worker,
+            heartbeat_age_ms,
+            lease_left_ms,
+            lease_ms,
+        })
+        .collect())
+}
+
+/// The whole report for `kind` (every kind when `None`) over `window`, computed now.
+pub async fn report(
+    db: &Db,
+    tokens: &Tokens,
+    kind: Option<&str>,
+    window: &LeaseWindow,
+    now: DateTime<Utc>,
+) -> Result<LeaseReport, StoreError> {
+    let mut report = figures(db, tokens, kind, window, now).await?;
+    report.heartbeats = heartbeats(db, kind, now).await?;
+    Ok(report)
+}
+
+/// Everything but the heartbeats: the part worth sharing for [`REPORT_TTL`].
+async fn figures(
+    db: &Db,
+    tokens: &Tokens,
+    kind: Option<&str>,
+    window: &LeaseWindow,
+    now: DateTime<Utc>,
+) -> Result<LeaseReport, StoreError> {
+    let (since, until) = window.bounds(now);
+    let kinds = kinds(db, kind, since, until, &window.spoken()).await?;
+    let skewed_workers = skewed_workers(db, kind, since, until).await?;
+    let loops = crate::alerts::loops(db, tokens, now)
+        .await?
+        .into_iter()
+        .filter(|(_, k, ..)| kind.is_none_or(|want| want == k))
+        .map(|(task_id, kind, lease_epoch, _, streak_since)| LoopTask { task_id, kind, lease_epoch, streak_since })
+        .collect();
+    Ok(LeaseReport {
+        since: Some(since),
+        until: Some(until),
+        computed_at: Some(now),
+        kinds,
+        loops,
+        loop_claims: lastword_core::attention::LOOP_CLAIMS as i64,
+        skewed_workers,
+        heartbeats: Vec::new(),
+    })
+}
+
+/// Reports shared between everyone who asks the same question within [`REPORT_TTL`] (see the
+/// module header); the heartbeats of running work, which age by the second, within
+/// [`HEARTBEATS_TTL`]. One per server process.
+#[derive(Clone)]
+pub struct LeaseReports {
+    figures: Cache<(Option<String>, LeaseWindow), Arc<LeaseReport>>,
+    heartbeats: Cache<Option<String>, Arc<Vec<HeartbeatHealth>>>,
+    turns: Arc<tokio::sync::Semaphore>,
+}
+
+/// How long the heartbeat list is shared: an index range of at most `HEARTBEATS_LISTED` rows.
+pub const HEARTBEATS_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Default for LeaseReports {
+    fn default() -> Self {
+        Self::with_ttl(REPORT_TTL)
+    }
+}
+
+impl LeaseReports {
+    pub fn with_ttl(ttl: std::time::Duration) -> Self {
+        LeaseReports {
+            figures: Cache::builder().max_capacity(64).time_to_live(ttl).build(),
+            heartbeats: Cache::builder().max_capacity(64).time_to_live(HEARTBEATS_TTL.min(ttl)).build(),
+            turns: Arc::new(tokio::sync::Semaphore::new(REPORTS_AT_ONCE)),
+        }
+    }
+
+    /// The report for `kind` over `window`: the shared one if it is young enough, else computed
+    /// now (`now` is used only then; concurrent askers wait for one computation).
+    pub async fn get(
+        &self,
+        db: &Db,
+        tokens: &Tokens,
+        kind: Option<&str>,
+        window: LeaseWindow,
+        now: DateTime<Utc>,
+    ) -> Result<LeaseReport, StoreError> {
+        let turns = self.turns.clone();
+        let figures = self
+            .figures
+            .try_get_with((kind.map(str::to_string), window.clone()), async {
+                crate::shared_reads::bounded(&turns, crate::shared_reads::HEAVY_WAIT, async {
+                    figures(db, tokens, kind, &window, now).await.map(Arc::new)
+                })
+                .await
+            })
+            .await
+            .map_err(StoreError::Shared)?;
+        let beats = self
+            .heartbeats
+            .try_get_with(kind.map(str::to_string), async { heartbeats(db, kind, now).await.map(Arc::new) })
+            .await
+            .map_err(StoreError::Shared)?;
+        let mut answer = LeaseReport::clone(&figures);
+        answer.heartbeats = Vec::clone(&beats);
+        Ok(answer)
+    }
+}
