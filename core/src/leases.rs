@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 
 /// The window `GET /api/v1/leases` and the Leases page read by default.
 pub const DEFAULT_WINDOW_HOURS: i64 = 24;
+/// The same, as the pages' window parameter says it.
+pub const DEFAULT_WINDOW: &str = "24h";
 /// The widest window the figures are computed over: each run in it costs a few index probes
 /// (its re-claim reason), so a wider one is refused rather than left to the statement timeout.
 pub const MAX_WINDOW_DAYS: i64 = 7;
@@ -40,12 +42,18 @@ impl LeaseWindow {
     /// The window of `since` and `until` as the API and the page take them (an RFC 3339 time or
     /// an age such as `24h`; by default the last [`DEFAULT_WINDOW_HOURS`] hours), at most
     /// [`MAX_WINDOW_DAYS`] wide. One rule for every front door.
-    pub fn parse(since: Option<&str>, until: Option<&str>, now: DateTime<Utc>) -> Result<LeaseWindow, ParamError> {
+    pub fn parse(
+        since: Option<&str>,
+        until: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<LeaseWindow, ParamError> {
         let since = since.map(str::trim).filter(|v| !v.is_empty());
         let until = until.map(str::trim).filter(|v| !v.is_empty());
         let window = match (since, until) {
             (None, None) => LeaseWindow::Last(Duration::hours(DEFAULT_WINDOW_HOURS)),
-            (Some(age), None) if parse_age(age).is_some() => LeaseWindow::Last(parse_age(age).unwrap_or_default()),
+            (Some(age), None) if parse_age(age).is_some() => {
+                LeaseWindow::Last(parse_age(age).unwrap_or_default())
+            }
             (since, until) => {
                 let until = until.map(|u| parse_time("until", u, now)).transpose()?.unwrap_or(now);
                 let since = match since {
@@ -90,7 +98,9 @@ pub fn parse_kind(value: Option<&str>) -> Result<Option<String>, ParamError> {
     match value.map(str::trim).filter(|v| !v.is_empty()) {
         None => Ok(None),
         Some(k) if k.contains('\0') => Err(ParamError::new("kind", "contains a NUL character")),
-        Some(k) if k.chars().count() > 1_000 => Err(ParamError::new("kind", "is longer than 1000 characters")),
+        Some(k) if k.chars().count() > 1_000 => {
+            Err(ParamError::new("kind", "is longer than 1000 characters"))
+        }
         Some(k) => Ok(Some(k.to_string())),
     }
 }
@@ -189,14 +199,20 @@ pub struct HeartbeatHealth {
 }
 
 impl HeartbeatHealth {
-    /// How much of its lease the run has used since it was last heard from, 0 to 100: the
-    /// colour ramp of the page.
+    /// How much of its lease the run has used since it was last heard from.
     pub fn used_percent(&self) -> i64 {
-        if self.lease_ms <= 0 {
-            return 100;
-        }
-        (self.heartbeat_age_ms * 100 / self.lease_ms).clamp(0, 100)
+        lease_used_percent(self.heartbeat_age_ms, self.lease_ms)
     }
+}
+
+/// How much of a lease `lease_ms` long a run has used `age_ms` after it was last heard from,
+/// 0 to 100: the colour ramp of the Leases and task pages (amber from half, red from four
+/// fifths: a runner that beats every third of its lease never leaves green).
+pub fn lease_used_percent(age_ms: i64, lease_ms: i64) -> i64 {
+    if lease_ms <= 0 {
+        return 100;
+    }
+    (age_ms.max(0) * 100 / lease_ms).clamp(0, 100)
 }
 
 /// `GET /api/v1/leases` and the Leases page.
@@ -221,7 +237,7 @@ pub fn spoken_ms(ms: i64) -> String {
     match ms {
         ..=999 => format!("{ms} ms"),
         1_000..=119_999 => format!("{} s", (ms + 500) / 1_000),
-        120_000..=7_199_999 => format!("{} min", (ms + 30_000) / 60_000),
+        120_000..=3_569_999 => format!("{} min", (ms + 30_000) / 60_000),
         _ => {
             let tenths = (ms + 180_000) / 360_000;
             if tenths % 10 == 0 {
@@ -280,8 +296,10 @@ pub fn suggestion(k: &KindLeaseStats, window: &str) -> Option<String> {
     let waited = k.reclaims_dead_worker + k.reclaims_stalled_worker;
     let p99 = k.duration_p99_ms?;
     if k.outlived_lease == 0 && waited > 0 && lease >= 60_000 && lease > 4 * p99.max(1) {
-        let latency =
-            k.reclaim_latency_p95_ms.map(|l| format!(", waiting {} at p95", spoken_ms(l))).unwrap_or_default();
+        let latency = k
+            .reclaim_latency_p95_ms
+            .map(|l| format!(", waiting {} at p95", spoken_ms(l)))
+            .unwrap_or_default();
         return Some(format!(
             "Runs of `{kind}` finish within {p99_s} at p99 but hold a {lease_s} lease: {waited} tasks of \
              stalled or dead workers were re-claimed only after it lapsed{latency} in {window}. \
@@ -310,7 +328,10 @@ mod tests {
             LeaseWindow::parse(Some("2026-12-02T10:00:00Z"), Some("1h"), now),
             Ok(LeaseWindow::Between(since, now - Duration::hours(1)))
         );
-        assert_eq!(LeaseWindow::parse(Some("7d"), None, now).map(|w| w.bounds(now).0), Ok(now - Duration::days(7)));
+        assert_eq!(
+            LeaseWindow::parse(Some("7d"), None, now).map(|w| w.bounds(now).0),
+            Ok(now - Duration::days(7))
+        );
         let wide = LeaseWindow::parse(Some("8d"), None, now).unwrap_err();
         assert_eq!(wide.param, "since");
         assert!(wide.message.contains("at most 7 days"), "{}", wide.message);
@@ -394,7 +415,10 @@ mod tests {
         assert!(s.contains("A 90 s lease would have avoided 225 of the 230"), "{s}");
         k.lost_lease_within.iter_mut().for_each(|f| f.lost_leases = 5);
         let s = suggestion(&k, "the last 24 h").unwrap();
-        assert!(s.contains("A 2 min lease would have avoided 5 of the 230"), "the largest when none is enough: {s}");
+        assert!(
+            s.contains("A 2 min lease would have avoided 5 of the 230"),
+            "the largest when none is enough: {s}"
+        );
     }
 
     #[test]

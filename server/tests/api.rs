@@ -381,6 +381,12 @@ async fn bad_parameters_are_400_naming_the_parameter(db: Db) {
         ("/api/v1/workers?until=1h", "until"),
         ("/api/v1/timeline?since=1m&until=2m", "until"),
         ("/api/v1/timeline?bucket=1m", "bucket"),
+        ("/api/v1/leases?since=8d", "since"),
+        ("/api/v1/leases?since=1h&until=2h", "until"),
+        ("/api/v1/leases?since=yesterday", "since"),
+        ("/api/v1/leases?kind=a%00b", "kind"),
+        ("/api/v1/leases?kind=a&kind=b", "kind"),
+        ("/api/v1/leases?minutes=5", "minutes"),
     ] {
         let (status, body) = api.json(uri).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {body}");
@@ -853,8 +859,80 @@ async fn a_long_export_pages_through_the_store(db: Db) {
     assert_eq!(cut.lines().count(), 700);
 }
 
+/// The real runner's double execution (a 30 s lease outlived by 1 s, re-claimed 1 s after it
+/// lapsed, the late write rejected) read back as lease figures, a suggestion and a page.
+async fn leases_show_the_runner_story_and_suggest_a_lease(db: Db) {
+    arrange(&db).await;
+    let api = Api::new(db);
+    let report = api.ok("/api/v1/leases?since=2h").await;
+    let kinds: Vec<&str> =
+        report["kinds"].as_array().unwrap().iter().map(|k| k["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["charge_card", "reply", "triage"]);
+    let charge = &report["kinds"][0];
+    // a: claimed, 31 s, finished late (rejected); b: re-claimed 1 s after the lapse, finished at once.
+    assert_eq!(charge["runs"], 2, "{charge}");
+    assert_eq!(charge["lease_ms"], 30_000, "{charge}");
+    assert_eq!(
+        (charge["duration_p50_ms"].as_i64(), charge["duration_p95_ms"].as_i64()),
+        (Some(0), Some(31_000))
+    );
+    assert_eq!(
+        (charge["outlived_lease"].as_i64(), charge["lost_lease"].as_i64()),
+        (Some(1), Some(1)),
+        "{charge}"
+    );
+    assert_eq!(charge["double_executions"], 1, "both runs charged under their own epoch: {charge}");
+    assert_eq!((charge["reclaims"].as_i64(), charge["reclaims_slow_worker"].as_i64()), (Some(1), Some(1)));
+    assert_eq!(charge["reclaim_latency_p50_ms"], 1_000);
+    assert_eq!(
+        charge["suggestion"],
+        "Runs of `charge_card` last 31 s at p95 and hold a 30 s lease: 50 % of finished runs outlive it. \
+         A 60 s lease (or a heartbeat every 10 s) would have avoided 1 of the 1 lost leases in the last 2 h."
+    );
+    let unfinished: i64 = report["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["runs"].as_i64().unwrap() - k["finished"].as_i64().unwrap())
+        .sum();
+    assert_eq!(unfinished, 1, "the silent run has no duration");
+    assert!(
+        report["kinds"][1]["suggestion"].is_null(),
+        "replies fail, but not for their lease: {}",
+        report["kinds"][1]
+    );
+    assert!(report["loops"].as_array().unwrap().is_empty());
+    assert!(
+        report["skewed_workers"].as_array().unwrap().is_empty(),
+        "the runner's clock is behind, not ahead"
+    );
+    assert!(report["heartbeats"].as_array().unwrap().is_empty(), "every lease has lapsed");
+    assert!(report["computed_at"].is_string());
+
+    let one = api.ok("/api/v1/leases?since=2h&kind=charge_card").await;
+    assert_eq!(one["kinds"].as_array().unwrap().len(), 1);
+    assert_eq!(one["kinds"][0], *charge, "the same figures narrowed to the kind");
+    // The scenario ended minutes ago: nothing was claimed in the last minute.
+    assert!(api.ok("/api/v1/leases?since=1m").await["kinds"].as_array().unwrap().is_empty());
+
+    let (status, _, page) = download(&api, "/leases?window=24h").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains(r#"data-testid="lease-suggestion" data-kind="charge_card""#),
+        "the suggestion on the page"
+    );
+    assert!(page.contains("would have avoided 1 of the 1 lost leases in the last 24 h"), "with its numbers");
+    let (status, _, page) = download(&api, "/leases?window=1h&kind=reply").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        !page.contains("lease-suggestion") && page.contains(r#"data-kind="reply""#),
+        "narrowed to healthy replies"
+    );
+}
+
 on_every_database!(
     responses_are_compressed_except_the_live_stream,
+    leases_show_the_runner_story_and_suggest_a_lease,
     runs_list_filters_and_pages,
     facets_count_failures_per_cause,
     runs_and_tasks_by_id,

@@ -19,8 +19,8 @@ use crate::rollups::dialect;
 use crate::{Db, StoreError};
 use chrono::{DateTime, Duration, Utc};
 use lastword_core::leases::{
-    suggestion, HeartbeatHealth, KindLeaseStats, LeaseFit, LeaseReport, LeaseWindow, LoopTask, SkewedWorker, HEARTBEATS_LISTED,
-    LEASE_MULTIPLES, SKEW_TOLERANCE_MS,
+    suggestion, HeartbeatHealth, KindLeaseStats, LeaseFit, LeaseReport, LeaseWindow, LoopTask, SkewedWorker,
+    HEARTBEATS_LISTED, LEASE_MULTIPLES, SKEW_TOLERANCE_MS,
 };
 use lastword_core::Tokens;
 use moka::future::Cache;
@@ -97,7 +97,8 @@ async fn kinds(
             format!("SUM(CASE WHEN outlived = 1 AND lost = 1 AND duration_ms <= {m} * lease_ms THEN 1 ELSE 0 END) AS {name}")
         })
         .collect();
-    let reason_count = |reason: &str, name: &str| format!("SUM(CASE WHEN reason = '{reason}' THEN 1 ELSE 0 END) AS {name}");
+    let reason_count =
+        |reason: &str, name: &str| format!("SUM(CASE WHEN reason = '{reason}' THEN 1 ELSE 0 END) AS {name}");
     buf.push(&format!(
         "WITH w AS (\
            SELECT t.kind AS kind, \
@@ -199,7 +200,10 @@ async fn skewed_workers(
     let to = buf.arg(Value::Time(until));
     let tolerance = buf.arg(Value::I64(SKEW_TOLERANCE_MS));
     let kind_cond = match kind {
-        Some(k) => format!(" AND r.task_id IN (SELECT t.id FROM tasks t WHERE t.kind = {})", buf.arg(Value::Text(k.into()))),
+        Some(k) => format!(
+            " AND r.task_id IN (SELECT t.id FROM tasks t WHERE t.kind = {})",
+            buf.arg(Value::Text(k.into()))
+        ),
         None => String::new(),
     };
     let ahead = format!(
@@ -219,7 +223,11 @@ async fn skewed_workers(
 
 /// Running runs (lease not yet expired at `now`) with their heartbeat age, nearest to lapsing
 /// first: an index range of `runs_unfinished_expiry_idx`.
-async fn heartbeats(db: &Db, kind: Option<&str>, now: DateTime<Utc>) -> Result<Vec<HeartbeatHealth>, StoreError> {
+async fn heartbeats(
+    db: &Db,
+    kind: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Vec<HeartbeatHealth>, StoreError> {
     let mut buf = SqlBuf::default();
     let now_arg = buf.arg(Value::Time(now));
     let limit = buf.arg(Value::I64(HEARTBEATS_LISTED));
@@ -281,7 +289,12 @@ async fn figures(
         .await?
         .into_iter()
         .filter(|(_, k, ..)| kind.is_none_or(|want| want == k))
-        .map(|(task_id, kind, lease_epoch, _, streak_since)| LoopTask { task_id, kind, lease_epoch, streak_since })
+        .map(|(task_id, kind, lease_epoch, _, streak_since)| LoopTask {
+            task_id,
+            kind,
+            lease_epoch,
+            streak_since,
+        })
         .collect();
     Ok(LeaseReport {
         since: Some(since),

@@ -1349,7 +1349,9 @@ async fn lease_figures_agree_with_a_hand_computed_fixture(db: Db) {
     let f = new_task(db, "digest", "tick", "idempotent", t).await;
     long(RunRow { finished: Some(t + sec(15)), ..RunRow::new(f, 1, "w4", t + sec(5)) }).insert(db).await;
     let g = new_task(db, "digest", "tick", "idempotent", t).await;
-    long(RunRow { finished: Some(t + sec(12)), ..RunRow::new(g, 1, "w4", t + sec(10)).failed("crash") }).insert(db).await;
+    long(RunRow { finished: Some(t + sec(12)), ..RunRow::new(g, 1, "w4", t + sec(10)).failed("crash") })
+        .insert(db)
+        .await;
     add_requeue(db, g, t + sec(20), "applied").await;
     long(RunRow { finished: Some(t + sec(33)), ..RunRow::new(g, 2, "w4", t + sec(30)) }).insert(db).await;
     // poison: three claims, three crashes, queued again: a re-claim loop.
@@ -1360,7 +1362,9 @@ async fn lease_figures_agree_with_a_hand_computed_fixture(db: Db) {
     exec(db, "UPDATE tasks SET attempts = 3, lease_epoch = 3 WHERE id = $1", &[poison.into()]).await;
     // other: a worker five minutes ahead of the database's clock; a run that is running now.
     let o = new_task(db, "other", "tick", "idempotent", t).await;
-    RunRow { finished: Some(now + sec(301)), ..RunRow::new(o, 1, "w-ahead", now + sec(300)) }.insert(db).await;
+    RunRow { finished: Some(now + sec(301)), ..RunRow::new(o, 1, "w-ahead", now + sec(300)) }
+        .insert(db)
+        .await;
     let h = new_task(db, "other", "tick", "idempotent", t).await;
     let running = RunRow {
         heartbeat: Some(now - sec(5)),
@@ -1372,7 +1376,11 @@ async fn lease_figures_agree_with_a_hand_computed_fixture(db: Db) {
     let window = LeaseWindow::Between(t - sec(1), now + sec(600));
     let got = report(db, s.tokens(), None, &window, now).await.expect("the report");
     let fits = |n: [i64; 3]| {
-        [2, 3, 4].iter().zip(n).map(|(m, lost_leases)| LeaseFit { multiple: *m, lost_leases }).collect::<Vec<_>>()
+        [2, 3, 4]
+            .iter()
+            .zip(n)
+            .map(|(m, lost_leases)| LeaseFit { multiple: *m, lost_leases })
+            .collect::<Vec<_>>()
     };
     let reply = KindLeaseStats {
         kind: "reply".into(),
@@ -1428,15 +1436,25 @@ async fn lease_figures_agree_with_a_hand_computed_fixture(db: Db) {
         ..Default::default()
     };
     let by_kind = |k: &str| got.kinds.iter().find(|x| x.kind == k).cloned();
-    assert_eq!(got.kinds.iter().map(|k| k.kind.as_str()).collect::<Vec<_>>(), ["digest", "other", "poison", "reply"]);
+    assert_eq!(
+        got.kinds.iter().map(|k| k.kind.as_str()).collect::<Vec<_>>(),
+        ["digest", "other", "poison", "reply"]
+    );
     assert_eq!(by_kind("reply"), Some(reply));
     assert_eq!(by_kind("digest"), Some(digest.clone()));
     let poisoned = by_kind("poison").unwrap();
-    assert_eq!((poisoned.runs, poisoned.duration_p50_ms, poisoned.reclaims), (3, Some(5_000), 0), "retries are not re-claims");
+    assert_eq!(
+        (poisoned.runs, poisoned.duration_p50_ms, poisoned.reclaims),
+        (3, Some(5_000), 0),
+        "retries are not re-claims"
+    );
     let other = by_kind("other").unwrap();
     assert_eq!((other.runs, other.finished, other.lease_ms), (2, 1, Some(30_000)));
 
-    assert_eq!(got.loops.iter().map(|l| (l.task_id, l.kind.as_str(), l.lease_epoch)).collect::<Vec<_>>(), [(poison, "poison", 3)]);
+    assert_eq!(
+        got.loops.iter().map(|l| (l.task_id, l.kind.as_str(), l.lease_epoch)).collect::<Vec<_>>(),
+        [(poison, "poison", 3)]
+    );
     assert_eq!(got.loop_claims, 3);
     assert_eq!(got.skewed_workers.len(), 1, "only w-ahead: {:?}", got.skewed_workers);
     let ahead = &got.skewed_workers[0];

@@ -9,10 +9,14 @@ use leptos::prelude::*;
 pub async fn get_leases(window: String, kind: String) -> Result<LeaseReport, ServerFnError> {
     use lastword_core::leases::{parse_kind, LeaseWindow};
     let now = lastword_core::read_now();
-    let window = LeaseWindow::parse(Some(&window), None, now).map_err(|e| super::ssr::bad_input(e.to_string()))?;
+    let window =
+        LeaseWindow::parse(Some(&window), None, now).map_err(|e| super::ssr::bad_input(e.to_string()))?;
     let kind = parse_kind(Some(&kind)).map_err(|e| super::ssr::bad_input(e.to_string()))?;
     let store = super::ssr::store()?;
     let reports = use_context::<lastword_store::leases::LeaseReports>()
         .ok_or_else(|| ServerFnError::new("server misconfigured: no lease reports in context"))?;
-    reports.get(store.db(), store.tokens(), kind.as_deref(), window, now).await.map_err(super::ssr::store_error)
+    reports
+        .get(store.db(), store.tokens(), kind.as_deref(), window, now)
+        .await
+        .map_err(super::ssr::store_error)
 }

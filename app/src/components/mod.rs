@@ -4,6 +4,7 @@ pub mod actions;
 pub mod badges;
 pub mod bulk;
 pub mod layout;
+pub mod meter;
 pub mod shortcuts;
 pub mod text;
 pub mod time;

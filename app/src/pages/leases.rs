@@ -4,6 +4,7 @@
 //! re-claim loop, workers whose clocks run ahead, and the heartbeat age of running work.
 
 use crate::api::leases::get_leases;
+use crate::components::meter::LeaseMeter;
 use crate::components::time::Time;
 use crate::pages::{error_view, live_version};
 use lastword_core::leases::{spoken_ms, HeartbeatHealth, KindLeaseStats, LeaseReport};
@@ -13,7 +14,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 const WINDOWS: [&str; 4] = ["1h", "6h", "24h", "7d"];
-const DEFAULT_WINDOW: &str = "24h";
+use lastword_core::leases::DEFAULT_WINDOW;
 
 fn ms(v: Option<i64>) -> String {
     v.map(spoken_ms).unwrap_or_else(|| "—".into())
@@ -214,16 +215,10 @@ fn KindRow(k: KindLeaseStats) -> impl IntoView {
     }
 }
 
-/// A running run's heartbeat age against its lease: a bar that fills as the lease is used up
-/// (with its share as text, so it reads without colour) and when the lease lapses.
+/// A running run's heartbeat age against its lease: how much of it is used up, and when it lapses.
 #[component]
 fn HeartbeatRow(h: HeartbeatHealth) -> impl IntoView {
     let used = h.used_percent();
-    let level = match used {
-        0..=49 => "ok",
-        50..=79 => "warn",
-        _ => "alert",
-    };
     view! {
         <tr data-row="" data-run=h.run_id>
             <td><a href=format!("/tasks/{}", h.task_id)>{format!("#{}", h.task_id)}</a></td>
@@ -231,11 +226,8 @@ fn HeartbeatRow(h: HeartbeatHealth) -> impl IntoView {
             <td>{h.worker.clone()}</td>
             <td class="num">{format!("{} ago", spoken_ms(h.heartbeat_age_ms))}</td>
             <td>
-                // A native meter: green, amber past half the lease, red past four fifths, with no
-                // inline style (the page's CSP allows none).
-                <meter class=format!("ramp ramp-{level}") min="0" max="100" low="50" high="80" optimum="0" value=used
-                    aria-label="share of the lease used since the last heartbeat">{format!("{used} %")}</meter>
-                {format!(" {used} % of {} · lapses in {}", spoken_ms(h.lease_ms), spoken_ms(h.lease_left_ms.max(0)))}
+                <LeaseMeter used=used />
+                {format!(" of {} · lapses in {}", spoken_ms(h.lease_ms), spoken_ms(h.lease_left_ms.max(0)))}
             </td>
         </tr>
     }

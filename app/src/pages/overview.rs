@@ -1,5 +1,6 @@
 //! The landing page: what state the fleet's runs are in over a window, and what needs attention.
 
+use crate::api::leases::get_leases;
 use crate::api::overview::{get_overview, get_totals, WINDOWS};
 use crate::components::badges::{cause_label, state_mark, StateBadge};
 use crate::components::time::Time;
@@ -27,6 +28,12 @@ pub fn OverviewPage() -> impl IntoView {
     let totals = Resource::new(move || (refreshes.get(), live.get()), |_| get_totals());
     let overview =
         Resource::new(move || (window.get(), refreshes.get(), live.get()), |(w, _, _)| get_overview(w));
+    // Lease health over its own default window (a day): shared between viewers for a while, so
+    // asking again on every change costs nothing.
+    let leases = Resource::new(
+        move || (refreshes.get(), live.get()),
+        |_| get_leases(lastword_core::leases::DEFAULT_WINDOW.to_string(), String::new()),
+    );
 
     view! {
         <Title text="Overview" />
@@ -70,6 +77,12 @@ pub fn OverviewPage() -> impl IntoView {
                             Err(e) => error_view("the overview", e),
                         })
                 }}
+            </Suspense>
+            <Suspense fallback=|| ()>
+                {move || leases.get().map(|r| match r {
+                    Ok(report) => view! { <LeasePanel report=report /> }.into_any(),
+                    Err(e) => error_view("lease health", e),
+                })}
             </Suspense>
             <h2>"All time"</h2>
             <Suspense fallback=|| view! { <p class="muted">"Loading totals…"</p> }>
@@ -275,5 +288,41 @@ fn Chart(series: Vec<Bucket>) -> impl IntoView {
             </svg>
             <figcaption class="muted">{format!("Runs per bucket (max {max})")}</figcaption>
         </figure>
+    }
+}
+
+/// Lease health in brief: each suggestion of the day, loops and skewed clocks, linking to the
+/// Leases page for the figures behind them.
+#[component]
+fn LeasePanel(report: lastword_core::leases::LeaseReport) -> impl IntoView {
+    let suggestions: Vec<(String, String)> =
+        report.kinds.iter().filter_map(|k| Some((k.kind.clone(), k.suggestion.clone()?))).collect();
+    let reclaims: i64 = report.kinds.iter().map(|k| k.reclaims).sum();
+    let lost: i64 = report.kinds.iter().map(|k| k.lost_lease).sum();
+    let window = lastword_core::leases::DEFAULT_WINDOW;
+    view! {
+        <section class="lease-panel" aria-labelledby="lease-panel-h" data-testid="lease-panel">
+            <h2 id="lease-panel-h"><a href=format!("/leases?window={window}")>"Leases"</a></h2>
+            <p class="muted">
+                {format!(
+                    "Last {window}: {reclaims} re-claims after a lapsed lease, {lost} lost leases; {} tasks in a re-claim loop now; {} workers with clocks ahead.",
+                    report.loops.len(),
+                    report.skewed_workers.len()
+                )}
+            </p>
+            {if suggestions.is_empty() {
+                view! { <p data-testid="lease-panel-ok">"No lease needs changing."</p> }.into_any()
+            } else {
+                view! {
+                    <ul class="suggestions">
+                        {suggestions.into_iter().map(|(kind, text)| view! {
+                            <li class="banner banner-warn" data-testid="lease-suggestion" data-kind=kind.clone()>
+                                {text} " " <a href=format!("/leases?window={window}&kind={}", encode_component(&kind))>"figures"</a>
+                            </li>
+                        }).collect_view()}
+                    </ul>
+                }.into_any()
+            }}
+        </section>
     }
 }

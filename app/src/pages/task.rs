@@ -6,12 +6,14 @@ use crate::api::tasks::get_task;
 use crate::auth::use_can_act;
 use crate::components::actions::{ActionFeedback, ActionUi, TaskActions};
 use crate::components::badges::StateBadge;
+use crate::components::meter::LeaseMeter;
 use crate::components::text::LongText;
 use crate::components::time::{relative, use_time_prefs, Time};
 use crate::components::trace::TraceLink;
 use crate::pages::audit::AuditLine;
 use crate::pages::{error_view, live_version_where, LeaseChecks};
 use chrono::{DateTime, Utc};
+use lastword_core::leases::lease_used_percent;
 use lastword_core::query::encode_component;
 use lastword_core::{ActionKind, Effect, Run, RunState, TaskDetail};
 use leptos::prelude::*;
@@ -162,7 +164,15 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                             </div>
                             <div>
                                 <dt>"Last heartbeat"</dt>
-                                <dd>{move || heartbeat.map(|h| relative(h, prefs.now.get())).unwrap_or_else(|| "never".into())}</dd>
+                                <dd>
+                                    {move || heartbeat.map(|h| relative(h, prefs.now.get())).unwrap_or_else(|| "never".into())}
+                                    {heartbeat.zip(expires).map(|(h, e)| {
+                                        let used = Signal::derive(move || {
+                                            lease_used_percent((prefs.now.get() - h).num_milliseconds(), (e - h).num_milliseconds())
+                                        });
+                                        view! { " " <LeaseMeter used=used /> }
+                                    })}
+                                </dd>
                             </div>
                         </dl>
                     }

@@ -8,7 +8,10 @@ use lastword_core::leases::{parse_kind, LeaseReport, LeaseWindow};
 
 /// Run length against the lease, reclaim latency and reasons per kind, loops, skewed clocks and
 /// the heartbeat age of running work, shared between askers for a short while (`computed_at`).
-pub async fn get(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Result<Json<LeaseReport>, ApiError> {
+pub async fn get(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<LeaseReport>, ApiError> {
     let now = read_now();
     let params = WindowParams::parse(raw.as_deref(), &["kind", "since", "until"])?;
     let window = LeaseWindow::parse(params.value("since"), params.value("until"), now)?;
