@@ -183,6 +183,7 @@ mod tests {
             compensation_ref: None,
             created_at: t0,
             updated_at: t0,
+            dead_reason: None,
         }
     }
 

@@ -274,6 +274,7 @@ mod tests {
                 compensation_ref: None,
                 created_at: t0(),
                 updated_at: t0(),
+                dead_reason: None,
             },
             runs: vec![first, second],
             effects: vec![Effect {

@@ -47,6 +47,11 @@ string_enum!(
     Safety, "safety" { Idempotent => "idempotent", Unsafe => "unsafe" }
 );
 string_enum!(
+    /// `tasks.dead_reason`: why a task is dead, when its killer said. `None` on a task: its
+    /// attempts ran out, or the writer did not say.
+    DeadReason, "dead_reason" { Loop => "loop" }
+);
+string_enum!(
     /// `tasks.status`.
     TaskStatus, "status" {
         Queued => "queued", Leased => "leased", Completed => "completed", Failed => "failed", Dead => "dead",
@@ -74,6 +79,9 @@ pub struct Task {
     pub compensation_ref: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Why it is dead, when whoever killed it said (migration 0014).
+    #[serde(default)]
+    pub dead_reason: Option<DeadReason>,
 }
 
 /// A row of `runs`, with its derived state attached by [`Run::with_state`].

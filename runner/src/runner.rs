@@ -99,13 +99,26 @@ pub struct Runner {
     worker: String,
     config: RunnerConfig,
     clock: Arc<dyn Clock>,
+    /// Quarantine a task claimed this many times since its last re-queue whose newest this many
+    /// runs all failed, instead of claiming it again ([`Runner::quarantine_after`]).
+    quarantine_after: Option<i64>,
 }
 
 impl Runner {
     /// `worker` is the name written to `tasks.owner` and `runs.worker`; it must be unique in
     /// the fleet, or two workers could pass each other's owner guard.
     pub fn new(db: Db, worker: impl Into<String>, config: RunnerConfig, clock: Arc<dyn Clock>) -> Self {
-        Runner { db, worker: worker.into(), config, clock }
+        Runner { db, worker: worker.into(), config, clock, quarantine_after: None }
+    }
+
+    /// Quarantines poison tasks: a candidate claimed at least `claims` times since its last
+    /// re-queue whose newest `claims` runs all failed (never finished, an error, a lost lease, a
+    /// blank output) becomes `dead` with `dead_reason = 'loop'` instead of being claimed again,
+    /// so it stops killing or stalling every worker that takes it (issue 13, "Re-claim loops").
+    /// An operator's re-queue gives it a fresh budget. At least 1.
+    pub fn quarantine_after(mut self, claims: u32) -> Self {
+        self.quarantine_after = Some(i64::from(claims.max(1)));
+        self
     }
 
     pub fn worker(&self) -> &str {
@@ -133,7 +146,8 @@ impl Runner {
     /// Takes one task that is `queued`, or `leased` with a lapsed lease (a re-claim), optionally
     /// only of the given kinds; lowest id first. In one transaction: bumps the fencing token,
     /// sets owner, expiry and attempts, and inserts the run. A lapsed task whose attempts are
-    /// used up becomes `dead` instead and the next candidate is tried. `None`: nothing to do.
+    /// used up becomes `dead` instead and the next candidate is tried, and so does a task in a
+    /// re-claim loop when [`Runner::quarantine_after`] is set. `None`: nothing to do.
     #[tracing::instrument(skip(self), fields(worker = %self.worker))]
     pub async fn claim(&self, kinds: Option<&[String]>) -> Result<Option<Lease>> {
         let now = self.clock.now();
@@ -153,6 +167,22 @@ impl Runner {
                     sqlx::query(sql::CLAIM_EXHAUSTED).bind(task_id).bind(now).execute(&mut *tx).await?;
                     tracing::info!(task_id, attempts, "lease lapsed with no attempts left: task is dead");
                     continue;
+                }
+                if let Some(n) = self.quarantine_after.filter(|n| i64::from(attempts) >= *n) {
+                    let failed: i64 = sqlx::query_scalar(sql::LOOP_STREAK)
+                        .bind(task_id)
+                        .bind(n)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    if failed >= n {
+                        sqlx::query(sql::QUARANTINE).bind(task_id).bind(now).execute(&mut *tx).await?;
+                        tracing::warn!(
+                            task_id,
+                            attempts,
+                            "re-claim loop: task quarantined (dead, reason loop)"
+                        );
+                        continue;
+                    }
                 }
                 let row: ClaimRow = sqlx::query_as(sql::CLAIM_TAKE)
                     .bind(task_id)

@@ -17,6 +17,20 @@ pub const CLAIM_EXHAUSTED: &str =
     "UPDATE tasks SET status = 'dead', owner = NULL, lease_expires_at = NULL, updated_at = $2
 WHERE id = $1";
 
+/// Claim, step 2a' (only with `Runner::quarantine_after`): of the candidate's newest `$2`
+/// runs, how many failed — never finished (its lease lapsed: the candidate is being re-claimed
+/// or was re-queued), finished with an error, lost its lease, or left a blank output. `$1` task
+/// id. Equal to `$2` with at least `$2` attempts since the last re-queue: a re-claim loop.
+pub const LOOP_STREAK: &str = "SELECT COUNT(*) FROM (SELECT finished_at, error, completion_rows, output FROM runs
+WHERE task_id = $1 ORDER BY lease_epoch DESC LIMIT $2) r
+WHERE r.finished_at IS NULL OR r.error IS NOT NULL OR r.completion_rows = 0 OR TRIM(COALESCE(r.output, '')) = ''";
+
+/// Claim, step 2a'' (a loop): quarantine the candidate instead of claiming it. `$1` task id,
+/// `$2` now.
+pub const QUARANTINE: &str =
+    "UPDATE tasks SET status = 'dead', dead_reason = 'loop', owner = NULL, lease_expires_at = NULL, updated_at = $2
+WHERE id = $1";
+
 /// Claim, step 2b: take the candidate. `$1` task id, `$2` worker, `$3` now + lease, `$4` now.
 pub const CLAIM_TAKE: &str = "UPDATE tasks SET status = 'leased', owner = $2, lease_epoch = lease_epoch + 1,
     lease_expires_at = $3, attempts = attempts + 1, updated_at = $4
@@ -119,6 +133,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("postgres::CLAIM_CANDIDATE", postgres::CLAIM_CANDIDATE),
     ("sqlite::CLAIM_CANDIDATE", sqlite::CLAIM_CANDIDATE),
     ("CLAIM_EXHAUSTED", CLAIM_EXHAUSTED),
+    ("LOOP_STREAK", LOOP_STREAK),
+    ("QUARANTINE", QUARANTINE),
     ("CLAIM_TAKE", CLAIM_TAKE),
     ("CLAIM_RUN", CLAIM_RUN),
     ("HEARTBEAT_TASK", HEARTBEAT_TASK),

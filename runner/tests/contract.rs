@@ -606,7 +606,77 @@ async fn each_runner_move_logs_one_row_and_a_heartbeat_none(db: Db) {
     );
 }
 
+/// A poison task that crashes every worker is quarantined after `quarantine_after(3)` claims:
+/// the fourth claim kills it with `dead_reason = loop` and takes the next task instead; the
+/// dashboard's loop rule listed it before; a runner without the setting would claim it again;
+/// an operator's re-queue gives it a fresh budget.
+async fn a_task_in_a_reclaim_loop_is_quarantined(db: Db) {
+    use lastword_core::{ActionKind, ActionOutcome, ActionRequest, Actor, DeadReason};
+    let f = Fixture::new(db);
+    let poison = f.task_with("parse_pdf", Source::Tick, Safety::Idempotent, 10).await;
+    let guarded = f.runner("w1").quarantine_after(3);
+    let crash = || Outcome::Failed { cause: ErrorCause::Crash, detail: "segfault in the parser".into() };
+    // Two crashes, then a lease that lapses: three failed claims in a row.
+    for _ in 0..2 {
+        let lease = guarded.claim(None).await.unwrap().expect("the poison task");
+        guarded.finish(lease, crash()).await.unwrap();
+        f.clock.advance(secs(1));
+    }
+    let lapsed = guarded.claim(None).await.unwrap().expect("the poison task, a third time");
+    assert_eq!(lapsed.task_id, poison);
+    f.clock.advance(secs(LEASE + 1));
+    let report = lastword_store::leases::report(
+        &f.db,
+        &Tokens::default(),
+        None,
+        &lastword_core::leases::LeaseWindow::Between(t0(), f.now()),
+        f.now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report.loops.iter().map(|l| l.task_id).collect::<Vec<_>>(),
+        vec![poison],
+        "the dashboard sees the loop"
+    );
+    let healthy = f.task("reply").await;
+    let next = guarded.claim(None).await.unwrap().expect("the next task, not the poison one");
+    assert_eq!(next.task_id, healthy, "quarantined instead of claimed, and the claim moved on");
+    let dead = f.row(poison).await;
+    assert_eq!((dead.status.as_str(), dead.dead_reason, dead.attempts), ("dead", Some(DeadReason::Loop), 3));
+    assert_eq!(dead.owner, None);
+    assert_eq!(f.runs(poison).await.len(), 3, "no fourth run");
+    guarded.finish(next, acted("replied")).await.unwrap();
+
+    // A fresh budget after a re-queue: claimed again, not quarantined on sight.
+    let request =
+        ActionRequest { reason: "parser fixed".into(), expected_epoch: Some(3), ..Default::default() };
+    let applied =
+        f.store.act(poison, ActionKind::Requeue, &request, &Actor::new("alice", "session"), f.now()).await;
+    match applied.unwrap() {
+        Some(ActionOutcome::Applied { task, .. }) => {
+            assert_eq!((task.status.as_str(), task.dead_reason, task.attempts), ("queued", None, 0))
+        }
+        other => panic!("expected the re-queue to apply, got {other:?}"),
+    }
+    let again = guarded.claim(None).await.unwrap().expect("the re-queued task");
+    assert_eq!(again.task_id, poison);
+
+    // Without the setting the same streak is claimed again (max_attempts 10 still allows it).
+    let other = f.task_with("parse_pdf", Source::Tick, Safety::Idempotent, 10).await;
+    guarded.finish(again, acted("parsed")).await.unwrap();
+    let plain = f.runner("w2");
+    for _ in 0..3 {
+        let lease = plain.claim(None).await.unwrap().expect("the other task");
+        assert_eq!(lease.task_id, other);
+        plain.finish(lease, crash()).await.unwrap();
+    }
+    assert_eq!(plain.claim(None).await.unwrap().map(|l| l.task_id), Some(other), "claimed a fourth time");
+    assert_eq!(f.row(other).await.dead_reason, None);
+}
+
 lastword_store::on_every_backend!(
+    a_task_in_a_reclaim_loop_is_quarantined,
     enqueue_writes_a_queued_task,
     claim_takes_the_task_and_inserts_its_run,
     claims_go_oldest_first_and_filter_by_kind,

@@ -20,7 +20,7 @@
 /// `$2` the epoch checked under the lock, `$3` now.
 pub(crate) const REQUEUE: &str =
     "UPDATE tasks SET status = 'queued', owner = NULL, lease_expires_at = NULL, \
-     lease_epoch = lease_epoch + 1, attempts = 0, result = NULL, updated_at = $3 \
+     lease_epoch = lease_epoch + 1, attempts = 0, result = NULL, dead_reason = NULL, updated_at = $3 \
      WHERE id = $1 AND lease_epoch = $2";
 
 /// `$1` task id, `$2` now, `$3` actor, `$4` reason, `$5` reference. `updated_at` is left

@@ -8,7 +8,7 @@ use sqlx::types::Json;
 pub(crate) const TASK_COLUMNS: &str =
     "id, kind, source, safety, status, payload, result, owner, lease_epoch, \
      lease_expires_at, attempts, max_attempts, compensated_at, compensated_by, compensation_reason, \
-     compensation_ref, created_at, updated_at";
+     compensation_ref, created_at, updated_at, dead_reason";
 
 /// `r.`-qualified because run queries join and alias.
 pub(crate) const RUN_COLUMNS: &str =
@@ -53,6 +53,7 @@ pub(crate) struct TaskRow {
     compensation_ref: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    dead_reason: Option<String>,
 }
 
 impl From<TaskRow> for Task {
@@ -76,6 +77,8 @@ impl From<TaskRow> for Task {
             compensation_ref: r.compensation_ref,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            // The schema's CHECK admits only known reasons.
+            dead_reason: r.dead_reason.and_then(|s| s.parse().ok()),
         }
     }
 }

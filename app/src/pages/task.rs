@@ -99,6 +99,11 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
             <h1>{format!("Task #{}", t.id)}</h1>
             <span class="muted">{t.kind.clone()}</span>
             <span class=format!("tag status-{}", t.status)>{t.status.clone()}</span>
+            {(t.dead_reason == Some(lastword_core::DeadReason::Loop)).then(|| view! {
+                <span class="tag tag-alert" data-testid="quarantined" title="a runner stopped claiming it after a streak of failed claims">
+                    "quarantined: re-claim loop"
+                </span>
+            })}
             {(t.safety == "unsafe").then(|| view! { <span class="tag tag-unsafe">"unsafe"</span> })}
             {detail.double_execution.then(|| view! { <span class="tag tag-double" data-testid="double-execution">"⧉ executed twice"</span> })}
             {detail.needs_compensation.then(|| view! { <span class="tag tag-alert" data-testid="needs-compensation">"⚠ needs compensation"</span> })}
