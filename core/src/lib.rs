@@ -2,6 +2,9 @@
 //! browser build. Nothing here does I/O, so every rule can be unit-tested on a table of cases
 //! and compiled to wasm unchanged.
 
+#[macro_use]
+mod vocab;
+
 pub mod action;
 pub mod alerts;
 pub mod attention;

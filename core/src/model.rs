@@ -1,42 +1,9 @@
 //! Wire types: the rows of the contract tables as the dashboard, the API and the browser see
 //! them. Field names follow the column names so the JSON API reads like the schema.
 
-use crate::state::{run_state, Cause, RunFacts, RunState, Tokens, UnknownValue};
+use crate::state::{run_state, Cause, RunFacts, RunState, Tokens};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use std::str::FromStr;
-
-macro_rules! string_enum {
-    ($(#[$doc:meta])* $name:ident, $field:literal { $($variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name { $($variant),+ }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text),+ }
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = UnknownValue;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($text => Ok($name::$variant),)+
-                    _ => Err(UnknownValue::new($field, s, &[$($text),+])),
-                }
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
 
 string_enum!(
     /// What woke the task: an incoming notification or a periodic tick.

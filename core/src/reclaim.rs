@@ -9,51 +9,29 @@
 //! them equal on both backends over a story per reason.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use std::str::FromStr;
 
-use crate::state::UnknownValue;
-
-/// The reason a run's claim was a re-claim (`runs[].reclaim_reason`; none for a first claim).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReclaimReason {
-    /// The earlier run was still working when its lease lapsed and the task was claimed again:
-    /// it finished after the re-claim, or its final write was rejected (a lost lease).
-    SlowWorker,
-    /// The earlier run never finished and its worker has claimed nothing since its lease
-    /// lapsed: the worker is gone.
-    DeadWorker,
-    /// The earlier run never finished, but its worker claimed again after that run's lease
-    /// lapsed (any task, this one included): alive, stuck on this run (a hung API call, a
-    /// pause), or restarted under the same name.
-    StalledWorker,
-    /// An operator re-queued the task (an applied, audited `requeue`) between the two claims.
-    OperatorRequeue,
-    /// The earlier run had finished (a failure the runner retries) before the task was claimed
-    /// again: a retry, not a lease changing hands.
-    Retry,
-}
+string_enum!(
+    /// The reason a run's claim was a re-claim (`runs[].reclaim_reason`; none for a first claim).
+    ReclaimReason, "reclaim" {
+        /// The earlier run was still working when its lease lapsed and the task was claimed
+        /// again: it finished after the re-claim, or its final write was rejected (a lost lease).
+        SlowWorker => "slow_worker",
+        /// The earlier run never finished and its worker has claimed nothing since its lease
+        /// lapsed: the worker is gone.
+        DeadWorker => "dead_worker",
+        /// The earlier run never finished, but its worker claimed again after that run's lease
+        /// lapsed (any task, this one included): alive, stuck on this run (a hung API call, a
+        /// pause), or restarted under the same name.
+        StalledWorker => "stalled_worker",
+        /// An operator re-queued the task (an applied, audited `requeue`) between the two claims.
+        OperatorRequeue => "operator_requeue",
+        /// The earlier run had finished (a failure the runner retries) before the task was
+        /// claimed again: a retry, not a lease changing hands.
+        Retry => "retry",
+    }
+);
 
 impl ReclaimReason {
-    pub const ALL: [ReclaimReason; 5] = [
-        ReclaimReason::SlowWorker,
-        ReclaimReason::DeadWorker,
-        ReclaimReason::StalledWorker,
-        ReclaimReason::OperatorRequeue,
-        ReclaimReason::Retry,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReclaimReason::SlowWorker => "slow_worker",
-            ReclaimReason::DeadWorker => "dead_worker",
-            ReclaimReason::StalledWorker => "stalled_worker",
-            ReclaimReason::OperatorRequeue => "operator_requeue",
-            ReclaimReason::Retry => "retry",
-        }
-    }
-
     /// A table cell's words: "slow worker".
     pub fn short(self) -> &'static str {
         match self {
@@ -74,22 +52,6 @@ impl ReclaimReason {
             ReclaimReason::OperatorRequeue => "re-queued by an operator",
             ReclaimReason::Retry => "retried after a failure",
         }
-    }
-}
-
-impl FromStr for ReclaimReason {
-    type Err = UnknownValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ReclaimReason::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| UnknownValue::new("reclaim", s, &ReclaimReason::ALL.map(ReclaimReason::as_str)))
-    }
-}
-
-impl std::fmt::Display for ReclaimReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -180,7 +142,7 @@ mod tests {
 
     #[test]
     fn the_vocabulary_round_trips_and_refuses_strangers() {
-        for r in ReclaimReason::ALL {
+        for &r in ReclaimReason::ALL {
             assert_eq!(r.as_str().parse::<ReclaimReason>().unwrap(), r);
             assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{}\"", r.as_str()));
         }

@@ -1287,7 +1287,7 @@ async fn reclaim_reasons_agree_with_the_rule(db: Db) {
     let mut got: Vec<(i64, Option<R>)> = listed.iter().map(|r| (r.run.id, r.run.reclaim_reason)).collect();
     got.sort_by_key(|(id, _)| *id);
     assert_eq!(got, expected, "the list's reclaim_reason");
-    for reason in R::ALL {
+    for &reason in R::ALL {
         let filter = RunFilter { reclaims: vec![reason], ..RunFilter::default() };
         let mut ids = ids(&all_pages(s.as_ref(), &filter, 3, now).await);
         ids.sort();

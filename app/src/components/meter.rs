@@ -11,5 +11,6 @@ pub fn LeaseMeter(#[prop(into)] used: Signal<i64>) -> impl IntoView {
             aria-label="share of the lease used since the last heartbeat" data-testid="lease-meter">
             {move || format!("{} %", used.get())}
         </meter>
+        <span class="ramp-text">{move || format!(" {} %", used.get())}</span>
     }
 }

@@ -11,6 +11,7 @@ pub const SHORTCUTS: [(&str, &str); 9] = [
     ("g f", "go to failures"),
     ("g t", "go to the live timeline"),
     ("g w", "go to workers"),
+    ("g l", "go to leases"),
     ("u", "toggle UTC / local time"),
     ("?", "show or hide this help"),
 ];
@@ -72,6 +73,7 @@ pub fn install_shortcuts(help: RwSignal<bool>, utc: RwSignal<bool>) {
                     "f" => Some("/failures"),
                     "t" => Some("/timeline"),
                     "w" => Some("/workers"),
+                    "l" => Some("/leases"),
                     _ => None,
                 };
                 if let Some(to) = to {

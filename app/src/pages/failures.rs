@@ -151,8 +151,8 @@ pub fn FailuresPage() -> impl IntoView {
                             })
                         }}
                         {ReclaimReason::ALL
-                            .into_iter()
-                            .map(|r| view! {
+                            .iter()
+                            .map(|&r| view! {
                                 <option value=r.as_str() selected=move || reclaim_param() == r.as_str()>{r.short()}</option>
                             })
                             .collect_view()}
