@@ -28,6 +28,14 @@ pub const HEARTBEATS_LISTED: i64 = 100;
 /// The lease multiples the suggestion weighs: how many lost leases would each have avoided.
 pub const LEASE_MULTIPLES: [i64; 3] = [2, 3, 4];
 
+/// Buckets of `/metrics`' `lastword_run_duration_over_lease` and
+/// `lastword_run_unheard_at_finish_over_lease`: a ratio above 1 is a run that outlived its lease
+/// (or went unheard past it), so the buckets are fine around 1.
+pub const LEASE_RATIO_BUCKETS: [f64; 9] = [0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.5, 2.0, 4.0];
+/// Buckets of `/metrics`' `lastword_reclaim_latency_seconds`: from a lapsed lease to the
+/// re-claim, a fraction of a second on a busy fleet, up to an hour on an idle one.
+pub const RECLAIM_LATENCY_BUCKETS: [f64; 10] = [0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
+
 /// Which runs the figures are over.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum LeaseWindow {

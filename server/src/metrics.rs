@@ -9,7 +9,13 @@
 //!   rollups keep (`lastword_core::alerts` says why a count by current state cannot be one);
 //! - **gauges of open attention items** across all history (double executions awaiting
 //!   compensation, loops; deaths of the last day), open vs acknowledged;
-//! - the **last-hour gauges** of the overview (`lastword_runs{state}` …), kept for dashboards.
+//! - the **last-hour gauges** of the overview (`lastword_runs{state}` …), kept for dashboards;
+//! - **lease histograms** (issue 13) of the runs that finished since this process started: run
+//!   duration ÷ its lease, time unheard at finish ÷ its lease, and the latency of re-claims after
+//!   a lapsed lease. Each refresh reads the runs changed since the last one from `change_log`
+//!   ([`LeaseObserver`]) and observes each finished run once, so they are honest cumulative
+//!   histograms (`rate()` and `histogram_quantile()` work); like the counters, every server
+//!   observes the same runs, so rules take `max without (instance)`.
 //!
 //! `lastword_live_clients` is read on every scrape.
 
@@ -25,6 +31,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::Ordering;
 
@@ -45,6 +52,79 @@ const HORIZON_BUCKETS: i64 = 2 * 24 * 3600 / lastword_store::BUCKET_SECS;
 pub struct Reading {
     pub overview: Overview,
     pub alerts: Option<AlertFigures>,
+    /// `None` until the first refresh that read the change log.
+    pub leases: Option<LeaseHistograms>,
+}
+
+/// The lease histograms (see the module header). Clones share their counts.
+#[derive(Clone, Debug)]
+pub struct LeaseHistograms {
+    pub duration_over_lease: Histogram,
+    pub unheard_over_lease: Histogram,
+    pub reclaim_latency_seconds: Histogram,
+}
+
+impl Default for LeaseHistograms {
+    fn default() -> Self {
+        use lastword_core::leases::{LEASE_RATIO_BUCKETS, RECLAIM_LATENCY_BUCKETS};
+        LeaseHistograms {
+            duration_over_lease: Histogram::new(LEASE_RATIO_BUCKETS),
+            unheard_over_lease: Histogram::new(LEASE_RATIO_BUCKETS),
+            reclaim_latency_seconds: Histogram::new(RECLAIM_LATENCY_BUCKETS),
+        }
+    }
+}
+
+/// Changes younger than this (by the database's clock) wait for the next refresh: a change id
+/// can become visible after a higher one, and this lets it.
+const OBSERVE_LAG_MS: i64 = 2_000;
+/// Run ids remembered as observed (a finished run changed again must not count twice); the
+/// oldest are forgotten first, long after their last change.
+const OBSERVED_REMEMBERED: usize = 100_000;
+
+/// Follows `change_log` from the process's start and feeds [`LeaseHistograms`].
+#[derive(Default)]
+pub struct LeaseObserver {
+    histograms: LeaseHistograms,
+    /// The change id up to which runs were looked at; `None` before the first refresh, which
+    /// only takes the newest id (a process counts from its start, like the counters).
+    cursor: Option<i64>,
+    observed: std::collections::HashSet<i64>,
+    order: std::collections::VecDeque<i64>,
+}
+
+impl LeaseObserver {
+    async fn advance(
+        &mut self,
+        db: &lastword_store::Db,
+    ) -> Result<LeaseHistograms, lastword_store::StoreError> {
+        let Some(cursor) = self.cursor else {
+            self.cursor = Some(lastword_store::changes::latest_change_id(db).await?);
+            return Ok(self.histograms.clone());
+        };
+        let (finished, next) = lastword_store::leases::finished_after(db, cursor, OBSERVE_LAG_MS).await?;
+        for run in finished {
+            if !self.observed.insert(run.run_id) {
+                continue;
+            }
+            self.order.push_back(run.run_id);
+            if self.order.len() > OBSERVED_REMEMBERED {
+                if let Some(old) = self.order.pop_front() {
+                    self.observed.remove(&old);
+                }
+            }
+            if run.lease_ms > 0 {
+                let lease = run.lease_ms as f64;
+                self.histograms.duration_over_lease.observe(run.duration_ms.max(0) as f64 / lease);
+                self.histograms.unheard_over_lease.observe(run.unheard_ms.max(0) as f64 / lease);
+            }
+            if let Some(ms) = run.reclaim_latency_ms {
+                self.histograms.reclaim_latency_seconds.observe(ms as f64 / 1000.0);
+            }
+        }
+        self.cursor = Some(next);
+        Ok(self.histograms.clone())
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -58,18 +138,19 @@ pub struct AlertFigures {
 pub struct MetricsCache {
     last: Cached<Option<Reading>>,
     counters: tokio::sync::Mutex<OutcomeCounters>,
+    leases: tokio::sync::Mutex<LeaseObserver>,
 }
 
 impl Default for MetricsCache {
     fn default() -> Self {
-        MetricsCache { last: Cached::new(TTL), counters: Default::default() }
+        Self::with_ttl(TTL)
     }
 }
 
 impl MetricsCache {
     /// A cache whose readings last `ttl` (tests read every scrape afresh with zero).
     pub fn with_ttl(ttl: std::time::Duration) -> Self {
-        MetricsCache { last: Cached::new(ttl), counters: Default::default() }
+        MetricsCache { last: Cached::new(ttl), counters: Default::default(), leases: Default::default() }
     }
 
     /// The cached reading, refreshed first if older than [`TTL`].
@@ -105,7 +186,25 @@ impl MetricsCache {
                 None
             }
         };
-        Some(Reading { overview, alerts })
+        let leases = match tokio::time::timeout(REFRESH_TIMEOUT, self.lease_histograms(state)).await {
+            Ok(Ok(histograms)) => Some(histograms),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "metrics: lease histograms not advanced");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("metrics: lease histograms not advanced within {REFRESH_TIMEOUT:?}");
+                None
+            }
+        };
+        Some(Reading { overview, alerts, leases })
+    }
+
+    async fn lease_histograms(
+        &self,
+        state: &AppState,
+    ) -> Result<LeaseHistograms, lastword_store::StoreError> {
+        self.leases.lock().await.advance(state.store.db()).await
     }
 
     async fn alert_figures(
@@ -163,6 +262,23 @@ pub fn render(reading: Option<&Reading>, process: ProcessReading) -> String {
     registry.register("lastword_live_clients", "Browsers connected to the live event stream", live);
     if let Some(figures) = reading.and_then(|r| r.alerts.as_ref()) {
         register_alert_figures(&mut registry, figures);
+    }
+    if let Some(h) = reading.and_then(|r| r.leases.as_ref()) {
+        registry.register(
+            "lastword_run_duration_over_lease",
+            "Runs finished since this process started: duration (finish minus claim) divided by the lease it held; above 1 it outlived the lease",
+            h.duration_over_lease.clone(),
+        );
+        registry.register(
+            "lastword_run_unheard_at_finish_over_lease",
+            "Runs finished since this process started: time since the last heartbeat (or the claim) at the finish, divided by the lease",
+            h.unheard_over_lease.clone(),
+        );
+        registry.register(
+            "lastword_reclaim_latency_seconds",
+            "Re-claims after a lapsed lease (slow, stalled or dead worker), observed when the re-claiming run finishes: from the earlier lease's expiry to the claim",
+            h.reclaim_latency_seconds.clone(),
+        );
     }
     if let Some(o) = reading.map(|r| &r.overview) {
         let runs = Labelled::default();

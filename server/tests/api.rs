@@ -930,8 +930,75 @@ async fn leases_show_the_runner_story_and_suggest_a_lease(db: Db) {
     );
 }
 
+/// The lease histograms count the runs that finish after the server starts, each once: a run
+/// that outlived its 30 s lease by a second, and the run that re-claimed its task a second after
+/// the lapse. The arranged history before the start is the baseline, not a burst.
+async fn lease_histograms_observe_each_finished_run_once(db: Db) {
+    arrange(&db).await;
+    let store = store_for(db.clone(), Tokens::default());
+    let mut state = AppState::new(leptos_options(), store.clone());
+    state.metrics = Arc::new(lastword_server::metrics::MetricsCache::with_ttl(std::time::Duration::ZERO));
+    let api = Api { app: router(state.clone()), state, store: store.clone() };
+    let scrape = || async { api.get("/metrics").await.2 };
+    let has =
+        |text: &str, line: &str| assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
+    has(&scrape().await, "lastword_run_duration_over_lease_count 0");
+
+    let clock = ManualClock::new(Utc::now() - Duration::minutes(2));
+    let runner = |w: &str| Runner::new(db.clone(), w, RunnerConfig::default(), Arc::new(clock.clone()));
+    let (z, y) = (runner("worker-z"), runner("worker-y"));
+    let kinds = ["histogram_probe".to_string()];
+    z.enqueue(&NewTask {
+        kind: "histogram_probe".into(),
+        source: Source::Tick,
+        safety: Safety::Idempotent,
+        payload: serde_json::json!({}),
+        max_attempts: 3,
+    })
+    .await
+    .unwrap();
+    let slow = z.claim(Some(&kinds)).await.unwrap().unwrap();
+    clock.advance(Duration::seconds(31));
+    let again = y.claim(Some(&kinds)).await.unwrap().unwrap();
+    assert_eq!(again.task_id, slow.task_id, "re-claimed a second after the lapse");
+    let reclaiming_run = again.run_id;
+    y.finish(again, acted("probed")).await.unwrap();
+    z.finish(slow, acted("probed, late")).await.unwrap();
+    // The observer leaves changes younger than two seconds to the next refresh.
+    tokio::time::sleep(std::time::Duration::from_millis(2_200)).await;
+    let text = scrape().await;
+    for line in [
+        "# TYPE lastword_run_duration_over_lease histogram",
+        "lastword_run_duration_over_lease_count 2",
+        // y took no time; z took 31 s of a 30 s lease.
+        "lastword_run_duration_over_lease_bucket{le=\"0.1\"} 1",
+        "lastword_run_duration_over_lease_bucket{le=\"1.0\"} 1",
+        "lastword_run_duration_over_lease_bucket{le=\"1.5\"} 2",
+        "lastword_run_unheard_at_finish_over_lease_bucket{le=\"1.0\"} 1",
+        "lastword_run_unheard_at_finish_over_lease_count 2",
+        "lastword_reclaim_latency_seconds_count 1",
+        "lastword_reclaim_latency_seconds_sum 1.0",
+        "lastword_reclaim_latency_seconds_bucket{le=\"0.5\"} 0",
+        "lastword_reclaim_latency_seconds_bucket{le=\"1.0\"} 1",
+    ] {
+        has(&text, line);
+    }
+    // Changed again after it finished (a trace id set late): observed once all the same.
+    lastword_store::testing::exec(
+        &db,
+        "UPDATE runs SET trace_id = 'late' WHERE id = $1",
+        &[reclaiming_run.into()],
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(2_200)).await;
+    let text = scrape().await;
+    has(&text, "lastword_run_duration_over_lease_count 2");
+    has(&text, "lastword_reclaim_latency_seconds_count 1");
+}
+
 on_every_database!(
     responses_are_compressed_except_the_live_stream,
+    lease_histograms_observe_each_finished_run_once,
     leases_show_the_runner_story_and_suggest_a_lease,
     runs_list_filters_and_pages,
     facets_count_failures_per_cause,

@@ -367,3 +367,83 @@ impl LeaseReports {
         Ok(answer)
     }
 }
+
+/// A finished run, as the lease histograms of `/metrics` observe it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishedRun {
+    pub run_id: i64,
+    /// Finish minus claim.
+    pub duration_ms: i64,
+    /// The lease it held: expiry minus its last heartbeat (or its claim).
+    pub lease_ms: i64,
+    /// Finish minus its last heartbeat (or its claim): how long it went unheard before it ended.
+    pub unheard_ms: i64,
+    /// From the earlier run's lease expiry to this claim, when this run re-claimed its task
+    /// after a lapsed lease (slow, stalled or dead worker).
+    pub reclaim_latency_ms: Option<i64>,
+}
+
+/// Changes read per call of [`finished_after`].
+const OBSERVE_BATCH: i64 = 20_000;
+/// Runs looked up per statement.
+const OBSERVE_CHUNK: usize = 1_000;
+
+/// The finished runs among the runs changed after change `cursor`, and the cursor to pass
+/// next time. Only changes logged at least `lag_ms` ago by the database's clock are taken, and
+/// none after the first younger one: a change id can become visible after a higher one
+/// (docs/live.md), and a short lag lets it (a transaction that commits later than that after
+/// it began may go unobserved). A run finished earlier and changed again (a trace id set
+/// late) is listed again: the caller keeps which runs it observed.
+pub async fn finished_after(
+    db: &Db,
+    cursor: i64,
+    lag_ms: i64,
+) -> Result<(Vec<FinishedRun>, i64), StoreError> {
+    let d = dialect(db);
+    let sql = format!(
+        "SELECT id, row_id, CASE WHEN {created} <= {now} - $2 THEN 1 ELSE 0 END FROM change_log \
+         WHERE id > $1 AND table_name = 'runs' ORDER BY id LIMIT $3",
+        created = (d.epoch_ms)("created_at"),
+        now = (d.epoch_ms)(d.db_now),
+    );
+    let changes: Vec<(i64, i64, i32)> = on_db!(db, p => sqlx::query_as(&sql)
+        .bind(cursor)
+        .bind(lag_ms)
+        .bind(OBSERVE_BATCH)
+        .fetch_all(p)
+        .await?);
+    let settled: Vec<(i64, i64)> =
+        changes.into_iter().take_while(|(_, _, old)| *old == 1).map(|(id, run, _)| (id, run)).collect();
+    let next = settled.last().map_or(cursor, |(id, _)| *id);
+    let mut ids: Vec<i64> = settled.into_iter().map(|(_, run)| run).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let lapse = ms_between(db, "r.claimed_at", "p.lease_expires_at");
+    let sql = format!(
+        "SELECT r.id, {duration}, {lease}, {unheard}, \
+           CASE WHEN {RECLAIM_REASON_SQL} IN ('slow_worker', 'stalled_worker', 'dead_worker') THEN \
+             (SELECT {lapse} FROM runs p WHERE p.task_id = r.task_id AND p.lease_epoch < r.lease_epoch \
+              ORDER BY p.lease_epoch DESC LIMIT 1) END \
+         FROM runs r WHERE r.id IN {list} AND r.finished_at IS NOT NULL ORDER BY r.id",
+        duration = ms_between(db, "r.finished_at", "r.claimed_at"),
+        lease = ms_between(db, "r.lease_expires_at", "COALESCE(r.heartbeat_at, r.claimed_at)"),
+        unheard = ms_between(db, "r.finished_at", "COALESCE(r.heartbeat_at, r.claimed_at)"),
+        list = (d.id_list)("$1"),
+    );
+    let mut out = Vec::new();
+    for chunk in ids.chunks(OBSERVE_CHUNK) {
+        let list = serde_json::to_string(chunk).unwrap_or_else(|_| "[]".into());
+        let rows: Vec<(i64, i64, i64, i64, Option<i64>)> =
+            on_db!(db, p => sqlx::query_as(&sql).bind(&list).fetch_all(p).await?);
+        out.extend(rows.into_iter().map(|(run_id, duration_ms, lease_ms, unheard_ms, latency)| {
+            FinishedRun {
+                run_id,
+                duration_ms,
+                lease_ms,
+                unheard_ms,
+                reclaim_latency_ms: latency.map(|l| l.max(0)),
+            }
+        }));
+    }
+    Ok((out, next))
+}

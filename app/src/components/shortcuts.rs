@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-pub const SHORTCUTS: [(&str, &str); 9] = [
+pub const SHORTCUTS: [(&str, &str); 10] = [
     ("/", "focus the filter"),
     ("j / k", "next / previous row"),
     ("Enter", "open the selected row"),
