@@ -240,6 +240,13 @@ pub struct LeaseReport {
     pub heartbeats: Vec<HeartbeatHealth>,
 }
 
+impl LeaseReport {
+    /// Each kind's suggestion, as (kind, sentence), in the kinds' order.
+    pub fn suggestions(&self) -> Vec<(String, String)> {
+        self.kinds.iter().filter_map(|k| Some((k.kind.clone(), k.suggestion.clone()?))).collect()
+    }
+}
+
 /// A duration as people say it: `850 ms`, `41 s`, `12 min`, `3.5 h`.
 pub fn spoken_ms(ms: i64) -> String {
     match ms {

@@ -175,28 +175,8 @@ impl MetricsCache {
                 return None;
             }
         };
-        let alerts = match tokio::time::timeout(REFRESH_TIMEOUT, self.alert_figures(state, now)).await {
-            Ok(Ok(figures)) => Some(figures),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "metrics: alert figures unavailable");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("metrics: alert figures not read within {REFRESH_TIMEOUT:?}");
-                None
-            }
-        };
-        let leases = match tokio::time::timeout(REFRESH_TIMEOUT, self.lease_histograms(state)).await {
-            Ok(Ok(histograms)) => Some(histograms),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "metrics: lease histograms not advanced");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("metrics: lease histograms not advanced within {REFRESH_TIMEOUT:?}");
-                None
-            }
-        };
+        let alerts = optional("alert figures", self.alert_figures(state, now)).await;
+        let leases = optional("lease histograms", self.lease_histograms(state)).await;
         Some(Reading { overview, alerts, leases })
     }
 
@@ -220,6 +200,25 @@ impl MetricsCache {
         let mut counters = self.counters.lock().await;
         counters.observe(&counts, horizon);
         Ok(AlertFigures { attention, counters: counters.clone() })
+    }
+}
+
+/// A part of a reading that may be left out: `None` (logged) when it fails or is slow, so that
+/// only the overview decides whether the database is reported down.
+async fn optional<T>(
+    what: &str,
+    read: impl std::future::Future<Output = Result<T, lastword_store::StoreError>>,
+) -> Option<T> {
+    match tokio::time::timeout(REFRESH_TIMEOUT, read).await {
+        Ok(Ok(value)) => Some(value),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "metrics: {what} left out of this reading");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("metrics: {what} not read within {REFRESH_TIMEOUT:?}, left out of this reading");
+            None
+        }
     }
 }
 

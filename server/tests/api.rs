@@ -29,6 +29,13 @@ impl Api {
         Api { app: router(state.clone()), state, store }
     }
 
+    /// Over `store`, with `/metrics` read afresh on every scrape (no 10-second cache).
+    fn scraped_afresh(store: Arc<dyn Store>) -> Self {
+        let mut state = AppState::new(leptos_options(), store.clone());
+        state.metrics = Arc::new(lastword_server::metrics::MetricsCache::with_ttl(std::time::Duration::ZERO));
+        Api { app: router(state.clone()), state, store }
+    }
+
     async fn get(&self, uri: &str) -> (StatusCode, String, String) {
         let response =
             self.app.clone().oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
@@ -497,6 +504,11 @@ async fn metrics_expose_the_series(db: Db) {
     assert!(text.contains("lastword_dead_tasks 1"), "{text}");
 }
 
+/// `line` is a whole line of the exposition `text`.
+fn has(text: &str, line: &str) {
+    assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
+}
+
 /// The counters start at zero when the server does and count what runs reach after that; the
 /// attention gauges say what is open now, acknowledged or not.
 async fn metrics_count_what_happens_after_the_start_and_gauge_what_is_open(db: Db) {
@@ -504,12 +516,8 @@ async fn metrics_count_what_happens_after_the_start_and_gauge_what_is_open(db: D
     let store = store_for(db.clone(), Tokens::default());
     let now = Utc::now();
     while store.refresh_rollups(now).await.unwrap().has_more() {}
-    let mut state = AppState::new(leptos_options(), store.clone());
-    state.metrics = Arc::new(lastword_server::metrics::MetricsCache::with_ttl(std::time::Duration::ZERO));
-    let api = Api { app: router(state.clone()), state, store: store.clone() };
+    let api = Api::scraped_afresh(store.clone());
     let scrape = || async { api.get("/metrics").await.2 };
-    let has =
-        |text: &str, line: &str| assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
     let text = scrape().await;
     // The arranged history is the baseline: not a burst of counts.
     for line in [
@@ -936,12 +944,8 @@ async fn leases_show_the_runner_story_and_suggest_a_lease(db: Db) {
 async fn lease_histograms_observe_each_finished_run_once(db: Db) {
     arrange(&db).await;
     let store = store_for(db.clone(), Tokens::default());
-    let mut state = AppState::new(leptos_options(), store.clone());
-    state.metrics = Arc::new(lastword_server::metrics::MetricsCache::with_ttl(std::time::Duration::ZERO));
-    let api = Api { app: router(state.clone()), state, store: store.clone() };
+    let api = Api::scraped_afresh(store.clone());
     let scrape = || async { api.get("/metrics").await.2 };
-    let has =
-        |text: &str, line: &str| assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
     has(&scrape().await, "lastword_run_duration_over_lease_count 0");
 
     let clock = ManualClock::new(Utc::now() - Duration::minutes(2));

@@ -147,6 +147,10 @@ pub fn hot_reads(task_id: i64, now: DateTime<Utc>, tokens: &Tokens) -> Vec<State
     out.extend(workers("workers_24h", Duration::hours(24), now, tokens));
     out.push(timeline("timeline_15m", Duration::minutes(15), now, tokens));
     out.push(task_runs("task_runs", task_id, now, tokens));
+    out.push(Statement::new(
+        "leases_24h",
+        crate::leases::kinds_sql(PG, None, now - Duration::hours(24), now),
+    ));
     out
 }
 

@@ -14,7 +14,7 @@
 //!   question at most once per [`REPORT_TTL`] for every viewer, server function and script, and
 //!   the answer says when it was computed.
 
-use crate::queries::{bind_values, SqlBuf, Value, RECLAIM_REASON_SQL};
+use crate::queries::{bind_values, Dialect, SqlBuf, Value, RECLAIM_REASON_SQL};
 use crate::rollups::dialect;
 use crate::{Db, StoreError};
 use chrono::{DateTime, Duration, Utc};
@@ -37,9 +37,17 @@ const REPORTS_AT_ONCE: usize = 2;
 const SKEW_LOOKBACK_MINUTES: i64 = 60;
 
 /// `ms(a) − ms(b)` in whole milliseconds.
-fn ms_between(db: &Db, a: &str, b: &str) -> String {
-    let d = dialect(db);
+fn ms_between(d: &Dialect, a: &str, b: &str) -> String {
     format!("CAST(round({} - {}) AS BIGINT)", (d.epoch_ms)(a), (d.epoch_ms)(b))
+}
+
+/// ` AND <column> = $n` narrowing to `kind`, with its argument appended to `buf`; empty for
+/// every kind.
+fn kind_condition(buf: &mut SqlBuf, column: &str, kind: Option<&str>) -> String {
+    match kind {
+        Some(k) => format!(" AND {column} = {}", buf.arg(Value::Text(k.to_string()))),
+        None => String::new(),
+    }
 }
 
 /// The figures of one kind, as the statement returns them.
@@ -68,24 +76,21 @@ struct KindRow {
     r95: Option<i64>,
 }
 
-/// Per-kind figures of the runs claimed in `[since, until)`, of `kind` only when given.
-async fn kinds(
-    db: &Db,
+/// The statement of the per-kind figures of the runs claimed in `[since, until)`, of `kind`
+/// only when given (also EXPLAINed by the benchmark: `crate::explain`).
+pub(crate) fn kinds_sql(
+    d: &Dialect,
     kind: Option<&str>,
     since: DateTime<Utc>,
     until: DateTime<Utc>,
-    window: &str,
-) -> Result<Vec<KindLeaseStats>, StoreError> {
+) -> SqlBuf {
     let mut buf = SqlBuf::default();
     let since = buf.arg(Value::Time(since));
     let until = buf.arg(Value::Time(until));
-    let kind_cond = match kind {
-        Some(k) => format!(" AND t.kind = {}", buf.arg(Value::Text(k.to_string()))),
-        None => String::new(),
-    };
-    let duration = ms_between(db, "r.finished_at", "r.claimed_at");
-    let lease = ms_between(db, "r.lease_expires_at", "COALESCE(r.heartbeat_at, r.claimed_at)");
-    let lapse = ms_between(db, "r.claimed_at", "p.lease_expires_at");
+    let kind_cond = kind_condition(&mut buf, "t.kind", kind);
+    let duration = ms_between(d, "r.finished_at", "r.claimed_at");
+    let lease = ms_between(d, "r.lease_expires_at", "COALESCE(r.heartbeat_at, r.claimed_at)");
+    let lapse = ms_between(d, "r.claimed_at", "p.lease_expires_at");
     let outlived = "r.finished_at IS NOT NULL AND r.finished_at > r.lease_expires_at";
     let pct = |metric: i64, p: i64, name: &str| {
         format!("MIN(CASE WHEN metric = {metric} AND rn * 100 >= n * {p} THEN v END) AS {name}")
@@ -148,6 +153,18 @@ async fn kinds(
         dead = reason_count("dead_worker", "dead"),
         operator = reason_count("operator_requeue", "operator"),
     ));
+    buf
+}
+
+/// Per-kind figures of the runs claimed in `[since, until)`, of `kind` only when given.
+async fn kinds(
+    db: &Db,
+    kind: Option<&str>,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    window: &str,
+) -> Result<Vec<KindLeaseStats>, StoreError> {
+    let buf = kinds_sql(dialect(db), kind, since, until);
     let rows: Vec<KindRow> =
         on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
     Ok(rows
@@ -199,12 +216,9 @@ async fn skewed_workers(
     let from = buf.arg(Value::Time(since.max(until - Duration::minutes(SKEW_LOOKBACK_MINUTES))));
     let to = buf.arg(Value::Time(until));
     let tolerance = buf.arg(Value::I64(SKEW_TOLERANCE_MS));
-    let kind_cond = match kind {
-        Some(k) => format!(
-            " AND r.task_id IN (SELECT t.id FROM tasks t WHERE t.kind = {})",
-            buf.arg(Value::Text(k.into()))
-        ),
-        None => String::new(),
+    let kind_cond = match kind_condition(&mut buf, "t.kind", kind) {
+        cond if cond.is_empty() => cond,
+        cond => format!(" AND r.task_id IN (SELECT t.id FROM tasks t WHERE TRUE{cond})"),
     };
     let ahead = format!(
         "({} - {})",
@@ -228,22 +242,20 @@ async fn heartbeats(
     kind: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Vec<HeartbeatHealth>, StoreError> {
+    let d = dialect(db);
     let mut buf = SqlBuf::default();
     let now_arg = buf.arg(Value::Time(now));
     let limit = buf.arg(Value::I64(HEARTBEATS_LISTED));
-    let kind_cond = match kind {
-        Some(k) => format!(" AND t.kind = {}", buf.arg(Value::Text(k.into()))),
-        None => String::new(),
-    };
+    let kind_cond = kind_condition(&mut buf, "t.kind", kind);
     let heard = "COALESCE(r.heartbeat_at, r.claimed_at)";
     buf.push(&format!(
         "SELECT r.id, r.task_id, t.kind, r.worker, {age}, {left}, {lease} \
          FROM runs r JOIN tasks t ON t.id = r.task_id \
          WHERE r.finished_at IS NULL AND r.lease_expires_at > {now_arg}{kind_cond} \
          ORDER BY r.lease_expires_at, r.id LIMIT {limit}",
-        age = ms_between(db, &now_arg, heard),
-        left = ms_between(db, "r.lease_expires_at", &now_arg),
-        lease = ms_between(db, "r.lease_expires_at", heard),
+        age = ms_between(d, &now_arg, heard),
+        left = ms_between(d, "r.lease_expires_at", &now_arg),
+        lease = ms_between(d, "r.lease_expires_at", heard),
     ));
     let rows: Vec<(i64, i64, String, String, i64, i64, i64)> =
         on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
@@ -418,16 +430,16 @@ pub async fn finished_after(
     let mut ids: Vec<i64> = settled.into_iter().map(|(_, run)| run).collect();
     ids.sort_unstable();
     ids.dedup();
-    let lapse = ms_between(db, "r.claimed_at", "p.lease_expires_at");
+    let lapse = ms_between(d, "r.claimed_at", "p.lease_expires_at");
     let sql = format!(
         "SELECT r.id, {duration}, {lease}, {unheard}, \
            CASE WHEN {RECLAIM_REASON_SQL} IN ('slow_worker', 'stalled_worker', 'dead_worker') THEN \
              (SELECT {lapse} FROM runs p WHERE p.task_id = r.task_id AND p.lease_epoch < r.lease_epoch \
               ORDER BY p.lease_epoch DESC LIMIT 1) END \
          FROM runs r WHERE r.id IN {list} AND r.finished_at IS NOT NULL ORDER BY r.id",
-        duration = ms_between(db, "r.finished_at", "r.claimed_at"),
-        lease = ms_between(db, "r.lease_expires_at", "COALESCE(r.heartbeat_at, r.claimed_at)"),
-        unheard = ms_between(db, "r.finished_at", "COALESCE(r.heartbeat_at, r.claimed_at)"),
+        duration = ms_between(d, "r.finished_at", "r.claimed_at"),
+        lease = ms_between(d, "r.lease_expires_at", "COALESCE(r.heartbeat_at, r.claimed_at)"),
+        unheard = ms_between(d, "r.finished_at", "COALESCE(r.heartbeat_at, r.claimed_at)"),
         list = (d.id_list)("$1"),
     );
     let mut out = Vec::new();

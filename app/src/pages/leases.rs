@@ -77,9 +77,8 @@ pub fn LeasesPage() -> impl IntoView {
 
 #[component]
 fn LeaseReportView(report: LeaseReport, window: String) -> impl IntoView {
+    let suggestions = report.suggestions();
     let LeaseReport { computed_at, kinds, loops, loop_claims, skewed_workers, heartbeats, .. } = report;
-    let suggestions: Vec<(String, String)> =
-        kinds.iter().filter_map(|k| Some((k.kind.clone(), k.suggestion.clone()?))).collect();
     view! {
         <p class="muted freshness" data-testid="lease-freshness">
             {format!("Runs claimed in the last {window}; figures ")}

@@ -295,8 +295,7 @@ fn Chart(series: Vec<Bucket>) -> impl IntoView {
 /// Leases page for the figures behind them.
 #[component]
 fn LeasePanel(report: lastword_core::leases::LeaseReport) -> impl IntoView {
-    let suggestions: Vec<(String, String)> =
-        report.kinds.iter().filter_map(|k| Some((k.kind.clone(), k.suggestion.clone()?))).collect();
+    let suggestions = report.suggestions();
     let reclaims: i64 = report.kinds.iter().map(|k| k.reclaims).sum();
     let lost: i64 = report.kinds.iter().map(|k| k.lost_lease).sum();
     let window = lastword_core::leases::DEFAULT_WINDOW;
