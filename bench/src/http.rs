@@ -96,10 +96,18 @@ fn reads(loaded: &Loaded) -> Vec<(String, String, bool)> {
     v.push(("task_api".into(), format!("/api/v1/tasks/{task}"), false));
     v.push(("workers_page".into(), "/workers".into(), true));
     v.push(("workers_api_24h".into(), "/api/v1/workers?since=24h".into(), false));
-    // Lease health (issue 13): computed once per question per 30 s and shared; the first
-    // request of each pays for the computation (`first_ms`).
+    // Lease health (issue 13): computed once per question per 30 s and shared (the overview's
+    // panel asks the page's question, so those are warm); a day given as absolute times is a
+    // question nobody else asks, so its first request (`first_ms`) pays for one computation.
     v.push(("leases_page".into(), "/leases".into(), true));
     v.push(("leases_api_24h".into(), "/api/v1/leases?since=24h".into(), false));
+    let until = chrono::Utc::now();
+    let stamp = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    v.push((
+        "leases_api_day_cold".into(),
+        format!("/api/v1/leases?since={}&until={}", stamp(until - chrono::Duration::hours(24)), stamp(until)),
+        false,
+    ));
     v.push(("leases_api_1h_kind".into(), "/api/v1/leases?since=1h&kind=reply".into(), false));
     v
 }

@@ -273,7 +273,7 @@ fn headlines(v: &Value) -> Vec<(&'static str, &'static str, &'static str, Option
         ),
         (
             "leases_compute_ms",
-            "Leases, one computation (the first request of each; once per 30 s per question)",
+            "Leases, one computation of a day's figures (a cold question's first request; once per 30 s per question, in the background)",
             "—",
             None,
         ),

@@ -192,6 +192,21 @@ pub struct SkewedWorker {
     pub ahead_ms: i64,
 }
 
+/// A worker whose runs lost their lease in the window, told apart by what became of it: the
+/// heartbeats stopped but the run finished later (alive but paused: a GC pause, an API stall),
+/// or the run never finished and the worker claimed again (stalled on that run), or it never
+/// finished and the worker was not seen again (dead).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerLeaseHealth {
+    pub worker: String,
+    /// Runs that finished after losing their lease (lost-lease completions).
+    pub paused: i64,
+    /// Runs whose lease lapsed unfinished while the worker went on claiming.
+    pub stalled: i64,
+    /// Runs whose lease lapsed unfinished, the worker not seen since.
+    pub dead: i64,
+}
+
 /// A running run's heartbeat against its lease.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatHealth {
@@ -236,6 +251,8 @@ pub struct LeaseReport {
     /// Claims since the newest re-queue that make a loop, with its newest as many attempts failed.
     pub loop_claims: i64,
     pub skewed_workers: Vec<SkewedWorker>,
+    /// Workers whose runs lost their lease in the window: paused, stalled or dead.
+    pub workers: Vec<WorkerLeaseHealth>,
     /// Running runs, the nearest to lapsing first (at most [`HEARTBEATS_LISTED`]).
     pub heartbeats: Vec<HeartbeatHealth>,
 }

@@ -915,6 +915,13 @@ async fn leases_show_the_runner_story_and_suggest_a_lease(db: Db) {
         "the runner's clock is behind, not ahead"
     );
     assert!(report["heartbeats"].as_array().unwrap().is_empty(), "every lease has lapsed");
+    // worker-a's charge finished after losing its lease (paused); worker-b's digest is silent
+    // and worker-b claimed nothing after it (dead, as far as the window knows).
+    assert_eq!(
+        report["workers"],
+        serde_json::json!([{"worker": "worker-b", "paused": 0, "stalled": 0, "dead": 1},
+                           {"worker": "worker-a", "paused": 1, "stalled": 0, "dead": 0}])
+    );
     assert!(report["computed_at"].is_string());
 
     let one = api.ok("/api/v1/leases?since=2h&kind=charge_card").await;

@@ -11,8 +11,9 @@
 //! - **Cost.** A window of claims is an index range of `runs_claimed_idx`; each run in it costs
 //!   a few index probes (its predecessor, an operator re-queue, its worker's later claims), so
 //!   the window is at most `MAX_WINDOW_DAYS` and answers are shared: [`LeaseReports`] computes a
-//!   question at most once per [`REPORT_TTL`] for every viewer, server function and script, and
-//!   the answer says when it was computed.
+//!   question at most once per [`REPORT_TTL`] for every viewer, server function and script, in
+//!   the background once it has a first answer to serve meanwhile, and the answer says when it
+//!   was computed.
 
 use crate::queries::{bind_values, Dialect, SqlBuf, Value, RECLAIM_REASON_SQL};
 use crate::rollups::dialect;
@@ -20,7 +21,7 @@ use crate::{Db, StoreError};
 use chrono::{DateTime, Duration, Utc};
 use lastword_core::leases::{
     suggestion, HeartbeatHealth, KindLeaseStats, LeaseFit, LeaseReport, LeaseWindow, LoopTask, SkewedWorker,
-    HEARTBEATS_LISTED, LEASE_MULTIPLES, SKEW_TOLERANCE_MS,
+    WorkerLeaseHealth, HEARTBEATS_LISTED, LEASE_MULTIPLES, SKEW_TOLERANCE_MS,
 };
 use lastword_core::Tokens;
 use moka::future::Cache;
@@ -235,6 +236,45 @@ async fn skewed_workers(
     Ok(rows.into_iter().map(|(worker, runs, ahead_ms)| SkewedWorker { worker, runs, ahead_ms }).collect())
 }
 
+/// Workers whose runs claimed in `[since, until)` lost their lease: finished late (paused),
+/// or unfinished past their expiry at `now` while the worker claimed again (stalled) or not
+/// (dead). Two index ranges: lost-lease runs (`runs_lost_lease_idx`) and lapsed unfinished runs
+/// (`runs_unfinished_expiry_idx`, whose expiry lies between `since` and `now`).
+async fn worker_health(
+    db: &Db,
+    kind: Option<&str>,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<WorkerLeaseHealth>, StoreError> {
+    let mut buf = SqlBuf::default();
+    let since = buf.arg(Value::Time(since));
+    let until = buf.arg(Value::Time(until));
+    let now = buf.arg(Value::Time(now));
+    let kind_cond = match kind_condition(&mut buf, "t.kind", kind) {
+        cond if cond.is_empty() => cond,
+        cond => format!(" AND r.task_id IN (SELECT t.id FROM tasks t WHERE TRUE{cond})"),
+    };
+    let seen_again =
+        "EXISTS (SELECT 1 FROM runs w WHERE w.worker = r.worker AND w.claimed_at > r.lease_expires_at)";
+    buf.push(&format!(
+        "SELECT worker, SUM(paused), SUM(stalled), SUM(dead) FROM (\
+           SELECT r.worker AS worker, 1 AS paused, 0 AS stalled, 0 AS dead FROM runs r \
+           WHERE r.completion_rows = 0 AND r.claimed_at >= {since} AND r.claimed_at < {until}{kind_cond} \
+           UNION ALL \
+           SELECT r.worker, 0, CASE WHEN {seen_again} THEN 1 ELSE 0 END, CASE WHEN {seen_again} THEN 0 ELSE 1 END \
+           FROM runs r WHERE r.finished_at IS NULL AND r.lease_expires_at <= {now} AND r.lease_expires_at >= {since} \
+             AND r.claimed_at >= {since} AND r.claimed_at < {until}{kind_cond}) x \
+         GROUP BY worker ORDER BY 4 DESC, 3 DESC, 2 DESC, worker"
+    ));
+    let rows: Vec<(String, i64, i64, i64)> =
+        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    Ok(rows
+        .into_iter()
+        .map(|(worker, paused, stalled, dead)| WorkerLeaseHealth { worker, paused, stalled, dead })
+        .collect())
+}
+
 /// Running runs (lease not yet expired at `now`) with their heartbeat age, nearest to lapsing
 /// first: an index range of `runs_unfinished_expiry_idx`.
 async fn heartbeats(
@@ -297,6 +337,7 @@ async fn figures(
     let (since, until) = window.bounds(now);
     let kinds = kinds(db, kind, since, until, &window.spoken()).await?;
     let skewed_workers = skewed_workers(db, kind, since, until).await?;
+    let workers = worker_health(db, kind, since, until, now).await?;
     let loops = crate::alerts::loops(db, tokens, now)
         .await?
         .into_iter()
@@ -316,22 +357,33 @@ async fn figures(
         loops,
         loop_claims: lastword_core::attention::LOOP_CLAIMS as i64,
         skewed_workers,
+        workers,
         heartbeats: Vec::new(),
     })
 }
 
-/// Reports shared between everyone who asks the same question within [`REPORT_TTL`] (see the
-/// module header); the heartbeats of running work, which age by the second, within
-/// [`HEARTBEATS_TTL`]. One per server process.
+/// What a report answers: a kind (or every kind) over a window.
+type Question = (Option<String>, LeaseWindow);
+
+/// Reports shared between everyone who asks the same question (see the module header). An
+/// answer younger than [`REPORT_TTL`] is served as it is; an older one (up to
+/// [`STALE_AFTER`]) is served too while one background task computes its successor, so after
+/// the first answer nobody waits on a recomputation — the overview's panel included — and
+/// `computed_at` says how old the figures are. The heartbeats of running work, which age by the
+/// second, are shared for [`HEARTBEATS_TTL`]. One per server process.
 #[derive(Clone)]
 pub struct LeaseReports {
-    figures: Cache<(Option<String>, LeaseWindow), Arc<LeaseReport>>,
+    fresh: Cache<Question, Arc<LeaseReport>>,
+    last: Cache<Question, Arc<LeaseReport>>,
+    refreshing: Arc<std::sync::Mutex<std::collections::HashSet<Question>>>,
     heartbeats: Cache<Option<String>, Arc<Vec<HeartbeatHealth>>>,
     turns: Arc<tokio::sync::Semaphore>,
 }
 
 /// How long the heartbeat list is shared: an index range of at most `HEARTBEATS_LISTED` rows.
 pub const HEARTBEATS_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+/// An answer older than this is not served while its successor is computed: the asker waits.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Default for LeaseReports {
     fn default() -> Self {
@@ -342,14 +394,16 @@ impl Default for LeaseReports {
 impl LeaseReports {
     pub fn with_ttl(ttl: std::time::Duration) -> Self {
         LeaseReports {
-            figures: Cache::builder().max_capacity(64).time_to_live(ttl).build(),
+            fresh: Cache::builder().max_capacity(64).time_to_live(ttl).build(),
+            last: Cache::builder().max_capacity(64).time_to_live(STALE_AFTER.max(ttl)).build(),
+            refreshing: Arc::default(),
             heartbeats: Cache::builder().max_capacity(64).time_to_live(HEARTBEATS_TTL.min(ttl)).build(),
             turns: Arc::new(tokio::sync::Semaphore::new(REPORTS_AT_ONCE)),
         }
     }
 
-    /// The report for `kind` over `window`: the shared one if it is young enough, else computed
-    /// now (`now` is used only then; concurrent askers wait for one computation).
+    /// The report for `kind` over `window` (see the type's docs); `now` is the moment a
+    /// computation made for this call reads as of.
     pub async fn get(
         &self,
         db: &Db,
@@ -358,17 +412,17 @@ impl LeaseReports {
         window: LeaseWindow,
         now: DateTime<Utc>,
     ) -> Result<LeaseReport, StoreError> {
-        let turns = self.turns.clone();
-        let figures = self
-            .figures
-            .try_get_with((kind.map(str::to_string), window.clone()), async {
-                crate::shared_reads::bounded(&turns, crate::shared_reads::HEAVY_WAIT, async {
-                    figures(db, tokens, kind, &window, now).await.map(Arc::new)
-                })
-                .await
-            })
-            .await
-            .map_err(StoreError::Shared)?;
+        let question: Question = (kind.map(str::to_string), window);
+        let figures = match self.fresh.get(&question).await {
+            Some(fresh) => fresh,
+            None => match self.last.get(&question).await {
+                Some(stale) => {
+                    self.refresh_in_background(db.clone(), tokens.clone(), question.clone());
+                    stale
+                }
+                None => self.compute(db, tokens, &question, now).await?,
+            },
+        };
         let beats = self
             .heartbeats
             .try_get_with(kind.map(str::to_string), async { heartbeats(db, kind, now).await.map(Arc::new) })
@@ -377,6 +431,47 @@ impl LeaseReports {
         let mut answer = LeaseReport::clone(&figures);
         answer.heartbeats = Vec::clone(&beats);
         Ok(answer)
+    }
+
+    /// One computation per question at a time (concurrent askers share it), in its turn among
+    /// [`REPORTS_AT_ONCE`]; kept as the question's last answer.
+    async fn compute(
+        &self,
+        db: &Db,
+        tokens: &Tokens,
+        question: &Question,
+        now: DateTime<Utc>,
+    ) -> Result<Arc<LeaseReport>, StoreError> {
+        let (kind, window) = question;
+        let report = self
+            .fresh
+            .try_get_with(question.clone(), async {
+                crate::shared_reads::bounded(&self.turns, crate::shared_reads::HEAVY_WAIT, async {
+                    figures(db, tokens, kind.as_deref(), window, now).await.map(Arc::new)
+                })
+                .await
+            })
+            .await
+            .map_err(StoreError::Shared)?;
+        self.last.insert(question.clone(), report.clone()).await;
+        Ok(report)
+    }
+
+    /// Computes `question`'s successor in a task of its own, unless one is already at it.
+    fn refresh_in_background(&self, db: Db, tokens: Tokens, question: Question) {
+        {
+            let mut refreshing = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+            if !refreshing.insert(question.clone()) {
+                return;
+            }
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = this.compute(&db, &tokens, &question, lastword_core::read_now()).await {
+                tracing::warn!(error = %e, "lease figures not refreshed; the previous ones stay");
+            }
+            this.refreshing.lock().unwrap_or_else(|e| e.into_inner()).remove(&question);
+        });
     }
 }
 

@@ -1307,7 +1307,7 @@ async fn reclaim_reasons_agree_with_the_rule(db: Db) {
 /// Lease health on a hand-computed fixture: `reply` runs outlive a 30 s lease (one lost, with a
 /// double execution; one accepted late), `digest` holds a 10 min lease that a dead worker's task
 /// waited out, `poison` is in a re-claim loop, `other` has a worker whose clock runs five
-/// minutes ahead and a running run that heartbeat 5 s ago. Every figure below was worked out by
+/// minutes ahead, one that stalled on a run, and a running run that heartbeat 5 s ago. Every figure below was worked out by
 /// hand from these rows (nearest-rank percentiles), not read back from the code.
 async fn lease_figures_agree_with_a_hand_computed_fixture(db: Db) {
     use lastword_core::leases::{KindLeaseStats, LeaseFit, LeaseWindow};
@@ -1372,6 +1372,12 @@ async fn lease_figures_agree_with_a_hand_computed_fixture(db: Db) {
     }
     .insert(db)
     .await;
+
+    // other: w7 stalls on one run (its lease lapses unfinished) and goes on claiming.
+    let stuck = new_task(db, "other", "tick", "idempotent", t).await;
+    RunRow::new(stuck, 1, "w7", t + sec(200)).unfinished(t + sec(230)).insert(db).await;
+    let later = new_task(db, "other", "tick", "idempotent", t).await;
+    RunRow::new(later, 1, "w7", t + sec(300)).insert(db).await;
 
     let window = LeaseWindow::Between(t - sec(1), now + sec(600));
     let got = report(db, s.tokens(), None, &window, now).await.expect("the report");
@@ -1449,7 +1455,12 @@ async fn lease_figures_agree_with_a_hand_computed_fixture(db: Db) {
         "retries are not re-claims"
     );
     let other = by_kind("other").unwrap();
-    assert_eq!((other.runs, other.finished, other.lease_ms), (2, 1, Some(30_000)));
+    assert_eq!((other.runs, other.finished, other.lease_ms), (4, 2, Some(30_000)));
+    // Who lost leases, and what became of them: w1's run finished after losing it (paused),
+    // w7 stalled on one, w-dead and w-gone were never seen again.
+    let health: Vec<(&str, i64, i64, i64)> =
+        got.workers.iter().map(|w| (w.worker.as_str(), w.paused, w.stalled, w.dead)).collect();
+    assert_eq!(health, [("w-dead", 0, 0, 1), ("w-gone", 0, 0, 1), ("w7", 0, 1, 0), ("w1", 1, 0, 0)]);
 
     assert_eq!(
         got.loops.iter().map(|l| (l.task_id, l.kind.as_str(), l.lease_epoch)).collect::<Vec<_>>(),
@@ -1472,9 +1483,42 @@ async fn lease_figures_agree_with_a_hand_computed_fixture(db: Db) {
     let only = report(db, s.tokens(), Some("digest"), &window, now).await.unwrap();
     assert_eq!(only.kinds, vec![digest]);
     assert!(only.loops.is_empty() && only.skewed_workers.is_empty() && only.heartbeats.is_empty());
+    assert_eq!(only.workers.iter().map(|w| w.worker.as_str()).collect::<Vec<_>>(), ["w-gone"]);
     // A window that holds none of it.
     let empty = LeaseWindow::Between(t - sec(7200), t - sec(3600));
     assert!(report(db, s.tokens(), None, &empty, now).await.unwrap().kinds.is_empty());
+}
+
+/// A report is shared; once it is old it is still served (its `computed_at` says how old)
+/// while a background task computes the next, which the following asker gets.
+async fn lease_reports_serve_the_last_answer_while_computing_the_next(db: Db) {
+    use lastword_core::leases::LeaseWindow;
+    use lastword_store::leases::LeaseReports;
+    let s = store(db);
+    let db = s.db();
+    let now = Utc.timestamp_millis_opt(Utc::now().timestamp_millis()).unwrap();
+    let task = new_task(db, "reply", "notification", "idempotent", now).await;
+    RunRow::new(task, 1, "w1", now - Duration::minutes(5)).insert(db).await;
+    let reports = LeaseReports::with_ttl(std::time::Duration::from_millis(1));
+    let day = LeaseWindow::Last(Duration::hours(24));
+    let runs = |r: &lastword_core::leases::LeaseReport| r.kinds.iter().map(|k| k.runs).sum::<i64>();
+    let first = reports.get(db, s.tokens(), None, day.clone(), now).await.unwrap();
+    assert_eq!((runs(&first), first.computed_at), (1, Some(now)));
+    RunRow::new(task, 2, "w2", now - Duration::minutes(4)).insert(db).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let later = now + Duration::seconds(40);
+    let stale = reports.get(db, s.tokens(), None, day.clone(), later).await.unwrap();
+    assert_eq!((runs(&stale), stale.computed_at), (1, Some(now)), "the old answer, served at once");
+    let mut fresh = stale;
+    for _ in 0..200 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        fresh = reports.get(db, s.tokens(), None, day.clone(), later).await.unwrap();
+        if runs(&fresh) == 2 {
+            break;
+        }
+    }
+    assert_eq!(runs(&fresh), 2, "the background computation's answer");
+    assert_ne!(fresh.computed_at, Some(now), "computed anew (as of the clock, not the asker's `now`)");
 }
 
 lastword_store::on_every_backend!(
@@ -1501,4 +1545,5 @@ lastword_store::on_every_backend!(
     concurrent_refreshes_leave_the_same_correct_rows,
     reclaim_reasons_agree_with_the_rule,
     lease_figures_agree_with_a_hand_computed_fixture,
+    lease_reports_serve_the_last_answer_while_computing_the_next,
 );

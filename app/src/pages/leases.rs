@@ -78,7 +78,8 @@ pub fn LeasesPage() -> impl IntoView {
 #[component]
 fn LeaseReportView(report: LeaseReport, window: String) -> impl IntoView {
     let suggestions = report.suggestions();
-    let LeaseReport { computed_at, kinds, loops, loop_claims, skewed_workers, heartbeats, .. } = report;
+    let LeaseReport { computed_at, kinds, loops, loop_claims, skewed_workers, workers, heartbeats, .. } =
+        report;
     view! {
         <p class="muted freshness" data-testid="lease-freshness">
             {format!("Runs claimed in the last {window}; figures ")}
@@ -143,6 +144,40 @@ fn LeaseReportView(report: LeaseReport, window: String) -> impl IntoView {
                             </li>
                         }).collect_view()}
                     </ul>
+                }.into_any()
+            }}
+        </section>
+        <section aria-labelledby="workers-h">
+            <h2 id="workers-h">"Workers that lost leases"</h2>
+            {if workers.is_empty() {
+                view! { <p data-testid="no-lost-workers">"No worker lost a lease in this window."</p> }.into_any()
+            } else {
+                view! {
+                    <p class="muted">
+                        "Paused: the heartbeats stopped but the run finished later (a GC pause, an API stall) — a longer lease or more frequent heartbeats help. "
+                        "Stalled: the run never finished but the worker went on claiming. Dead: never finished, the worker not seen since — the lease did its job."
+                    </p>
+                    <table class="grid" data-testid="lease-workers">
+                        <thead><tr>
+                            <th scope="col">"Worker"</th>
+                            <th scope="col" class="num">"Paused (finished late)"</th>
+                            <th scope="col" class="num">"Stalled"</th>
+                            <th scope="col" class="num">"Dead"</th>
+                        </tr></thead>
+                        <tbody>
+                            {workers.into_iter().map(|w| {
+                                let href = format!("/failures?worker={}", encode_component(&w.worker));
+                                view! {
+                                    <tr data-row="" data-worker=w.worker.clone()>
+                                        <td><a href=href>{w.worker.clone()}</a></td>
+                                        <td class="num">{w.paused}</td>
+                                        <td class="num">{w.stalled}</td>
+                                        <td class="num">{w.dead}</td>
+                                    </tr>
+                                }
+                            }).collect_view()}
+                        </tbody>
+                    </table>
                 }.into_any()
             }}
         </section>
