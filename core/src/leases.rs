@@ -18,8 +18,9 @@ pub const DEFAULT_WINDOW_HOURS: i64 = 24;
 /// The same, as the pages' window parameter says it.
 pub const DEFAULT_WINDOW: &str = "24h";
 /// The widest window the figures are computed over: each run in it costs a few index probes
-/// (its re-claim reason), so a wider one is refused rather than left to the statement timeout.
-pub const MAX_WINDOW_DAYS: i64 = 7;
+/// (its re-claim reason), so a wider one is refused rather than left to the statement timeout
+/// (a day of a 10 M-run history, 333 000 runs, takes about 3 s: BENCHMARKS.md).
+pub const MAX_WINDOW_DAYS: i64 = 3;
 /// A run, heartbeat or finish stamped this far past the database's clock is a skewed clock,
 /// not a slow commit.
 pub const SKEW_TOLERANCE_MS: i64 = 2_000;
@@ -350,7 +351,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn windows_default_to_a_day_take_ages_and_times_and_stay_within_a_week() {
+    fn windows_default_to_a_day_take_ages_and_times_and_stay_within_three_days() {
         let now = DateTime::parse_from_rfc3339("2026-12-02T12:00:00Z").unwrap().with_timezone(&Utc);
         assert_eq!(LeaseWindow::parse(None, None, now), Ok(LeaseWindow::Last(Duration::hours(24))));
         assert_eq!(LeaseWindow::parse(Some("6h"), None, now), Ok(LeaseWindow::Last(Duration::hours(6))));
@@ -361,12 +362,12 @@ mod tests {
             Ok(LeaseWindow::Between(since, now - Duration::hours(1)))
         );
         assert_eq!(
-            LeaseWindow::parse(Some("7d"), None, now).map(|w| w.bounds(now).0),
-            Ok(now - Duration::days(7))
+            LeaseWindow::parse(Some("3d"), None, now).map(|w| w.bounds(now).0),
+            Ok(now - Duration::days(3))
         );
-        let wide = LeaseWindow::parse(Some("8d"), None, now).unwrap_err();
+        let wide = LeaseWindow::parse(Some("4d"), None, now).unwrap_err();
         assert_eq!(wide.param, "since");
-        assert!(wide.message.contains("at most 7 days"), "{}", wide.message);
+        assert!(wide.message.contains("at most 3 days"), "{}", wide.message);
         assert_eq!(LeaseWindow::parse(Some("1h"), Some("2h"), now).unwrap_err().param, "until");
         assert_eq!(LeaseWindow::parse(Some("yesterday"), None, now).unwrap_err().param, "since");
         assert_eq!(LeaseWindow::Last(Duration::hours(24)).spoken(), "the last 24 h");

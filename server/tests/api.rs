@@ -388,7 +388,7 @@ async fn bad_parameters_are_400_naming_the_parameter(db: Db) {
         ("/api/v1/workers?until=1h", "until"),
         ("/api/v1/timeline?since=1m&until=2m", "until"),
         ("/api/v1/timeline?bucket=1m", "bucket"),
-        ("/api/v1/leases?since=8d", "since"),
+        ("/api/v1/leases?since=4d", "since"),
         ("/api/v1/leases?since=1h&until=2h", "until"),
         ("/api/v1/leases?since=yesterday", "since"),
         ("/api/v1/leases?kind=a%00b", "kind"),

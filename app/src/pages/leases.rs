@@ -13,7 +13,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-const WINDOWS: [&str; 4] = ["1h", "6h", "24h", "7d"];
+const WINDOWS: [&str; 4] = ["1h", "6h", "24h", "3d"];
 use lastword_core::leases::DEFAULT_WINDOW;
 
 fn ms(v: Option<i64>) -> String {
