@@ -449,6 +449,24 @@ impl LeaseReports {
         Ok(answer)
     }
 
+    /// The figures for `kind` over `window` if any answer is at hand (fresh, or stale while
+    /// its successor is computed), without the heartbeats; else `None`, with the first
+    /// computation started in the background. For the overview's panel, which must never wait.
+    pub async fn at_hand(
+        &self,
+        db: &Db,
+        tokens: &Tokens,
+        kind: Option<&str>,
+        window: LeaseWindow,
+    ) -> Option<LeaseReport> {
+        let question: Question = (kind.map(str::to_string), window);
+        if let Some(fresh) = self.fresh.get(&question).await {
+            return Some(LeaseReport::clone(&fresh));
+        }
+        self.refresh_in_background(db.clone(), tokens.clone(), question.clone());
+        self.last.get(&question).await.map(|stale| LeaseReport::clone(&stale))
+    }
+
     /// One computation per question at a time (concurrent askers share it), in its turn among
     /// [`REPORTS_AT_ONCE`]; kept as the question's last answer.
     async fn compute(

@@ -1519,6 +1519,20 @@ async fn lease_reports_serve_the_last_answer_while_computing_the_next(db: Db) {
     }
     assert_eq!(runs(&fresh), 2, "the background computation's answer");
     assert_ne!(fresh.computed_at, Some(now), "computed anew (as of the clock, not the asker's `now`)");
+
+    // What the overview's panel asks: nothing at hand at first (and never a wait), then the answer
+    // the background computation left.
+    let panel = LeaseReports::default();
+    assert!(panel.at_hand(db, s.tokens(), None, day.clone()).await.is_none(), "being computed");
+    let mut at_hand = None;
+    for _ in 0..200 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        at_hand = panel.at_hand(db, s.tokens(), None, day.clone()).await;
+        if at_hand.is_some() {
+            break;
+        }
+    }
+    assert_eq!(at_hand.map(|r| runs(&r)), Some(2));
 }
 
 lastword_store::on_every_backend!(

@@ -20,3 +20,16 @@ pub async fn get_leases(window: String, kind: String) -> Result<LeaseReport, Ser
         .await
         .map_err(super::ssr::store_error)
 }
+
+/// The day's figures of every kind if the server has them at hand (they may be up to a few
+/// minutes old: `computed_at`), else `None` while it computes them: for the overview's panel,
+/// which must not wait on a computation.
+#[server(prefix = "/api/fn", endpoint = "leases_at_hand")]
+pub async fn get_leases_at_hand() -> Result<Option<LeaseReport>, ServerFnError> {
+    use lastword_core::leases::{LeaseWindow, DEFAULT_WINDOW_HOURS};
+    let store = super::ssr::store()?;
+    let reports = use_context::<lastword_store::leases::LeaseReports>()
+        .ok_or_else(|| ServerFnError::new("server misconfigured: no lease reports in context"))?;
+    let window = LeaseWindow::Last(chrono::Duration::hours(DEFAULT_WINDOW_HOURS));
+    Ok(reports.at_hand(store.db(), store.tokens(), None, window).await)
+}

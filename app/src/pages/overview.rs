@@ -1,6 +1,6 @@
 //! The landing page: what state the fleet's runs are in over a window, and what needs attention.
 
-use crate::api::leases::get_leases;
+use crate::api::leases::get_leases_at_hand;
 use crate::api::overview::{get_overview, get_totals, WINDOWS};
 use crate::components::badges::{cause_label, state_mark, StateBadge};
 use crate::components::time::Time;
@@ -28,12 +28,9 @@ pub fn OverviewPage() -> impl IntoView {
     let totals = Resource::new(move || (refreshes.get(), live.get()), |_| get_totals());
     let overview =
         Resource::new(move || (window.get(), refreshes.get(), live.get()), |(w, _, _)| get_overview(w));
-    // Lease health over its own default window (a day): shared between viewers for a while, so
-    // asking again on every change costs nothing.
-    let leases = Resource::new(
-        move || (refreshes.get(), live.get()),
-        |_| get_leases(lastword_core::leases::DEFAULT_WINDOW.to_string(), String::new()),
-    );
+    // Lease health over its own default window (a day), as the server has it at hand: shared
+    // between viewers and never waited for (the first answer after a start may be "computing").
+    let leases = Resource::new(move || (refreshes.get(), live.get()), |_| get_leases_at_hand());
 
     view! {
         <Title text="Overview" />
@@ -80,7 +77,13 @@ pub fn OverviewPage() -> impl IntoView {
             </Suspense>
             <Suspense fallback=|| ()>
                 {move || leases.get().map(|r| match r {
-                    Ok(report) => view! { <LeasePanel report=report /> }.into_any(),
+                    Ok(Some(report)) => view! { <LeasePanel report=report /> }.into_any(),
+                    Ok(None) => view! {
+                        <section class="lease-panel" data-testid="lease-panel">
+                            <h2><a href="/leases">"Leases"</a></h2>
+                            <p class="muted">"The day's lease figures are being computed; they appear here in a moment."</p>
+                        </section>
+                    }.into_any(),
                     Err(e) => error_view("lease health", e),
                 })}
             </Suspense>
