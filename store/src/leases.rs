@@ -322,7 +322,9 @@ async fn heartbeats(
             task_id,
             kind,
             worker,
-            heartbeat_age_ms,
+            // A heartbeat stamped after `now` (a worker's clock ahead: see the skew list) is
+            // not a negative age.
+            heartbeat_age_ms: heartbeat_age_ms.max(0),
             lease_left_ms,
             lease_ms,
         })
@@ -441,7 +443,12 @@ impl LeaseReports {
         };
         let beats = self
             .heartbeats
-            .try_get_with(kind.map(str::to_string), async { heartbeats(db, kind, now).await.map(Arc::new) })
+            // Heartbeats age by the millisecond: read as of the clock, not the asker's `now`
+            // (truncated to the second so that askers share figures), which would show a
+            // heartbeat of this second in the future and a lease lapsed since as still held.
+            .try_get_with(kind.map(str::to_string), async {
+                heartbeats(db, kind, chrono::Utc::now()).await.map(Arc::new)
+            })
             .await
             .map_err(StoreError::Shared)?;
         let mut answer = LeaseReport::clone(&figures);

@@ -249,6 +249,39 @@ def test_a_lapsed_lease_without_attempts_left_is_dead_at_the_next_claim(db: Data
     assert (held.skip().accepted, db.task(last)["status"]) == (False, "dead")
 
 
+def test_a_task_in_a_reclaim_loop_is_quarantined_as_the_rust_runner_does(db: Database, clock: ManualClock) -> None:
+    guarded = runner(db, clock, "w1", quarantine_after=3)
+    poison = guarded.enqueue("parse_pdf", source="tick", max_attempts=10)
+    # Two crashes, then a lease that lapses: three failed claims in a row.
+    for _ in range(2):
+        run = guarded.claim()
+        assert run is not None and run.task_id == poison
+        run.fail("crash", "segfault in the parser")
+        clock.advance(secs(1))
+    lapsed = guarded.claim()
+    assert lapsed is not None and lapsed.task_id == poison
+    clock.advance(secs(31))
+    healthy = guarded.enqueue("reply_to_mention")
+    nxt = guarded.claim()
+    assert nxt is not None and nxt.task_id == healthy, "quarantined instead of claimed; the claim moved on"
+    t = db.task(poison)
+    assert (t["status"], t["dead_reason"], t["attempts"], t["owner"]) == ("dead", "loop", 3, None)
+    assert len(db.runs(poison)) == 3, "no fourth run"
+    # Without the setting the same streak is claimed a fourth time (max_attempts 10 allows it).
+    plain = runner(db, clock, "w2")
+    other = plain.enqueue("parse_pdf", source="tick", max_attempts=10)
+    for _ in range(3):
+        r = plain.claim()
+        assert r is not None and r.task_id == other
+        r.fail("crash")
+    again = plain.claim()
+    assert again is not None and again.task_id == other
+    assert db.task(other)["dead_reason"] is None
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="quarantine_after"):
+            runner(db, clock, quarantine_after=bad)
+
+
 def test_effects_are_idempotent_per_run_and_carry_each_epoch(db: Database, clock: ManualClock) -> None:
     w1, w2 = runner(db, clock, "w1"), runner(db, clock, "w2")
     task_id = w1.enqueue("reply_to_mention", safety="unsafe")

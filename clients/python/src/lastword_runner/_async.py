@@ -17,6 +17,7 @@ from ._common import (
     RunFields,
     checked_failure,
     checked_lease,
+    checked_quarantine,
     checked_message,
     checked_trace_id,
     checked_worker,
@@ -41,8 +42,12 @@ class AsyncRunner:
         *,
         tokens: Tokens = Tokens(),
         clock: Clock | None = None,
+        quarantine_after: int | None = None,
     ) -> None:
         self.worker = checked_worker(worker)
+        # A candidate claimed this many times since its last re-queue whose newest this many
+        # runs all failed is quarantined (dead, dead_reason 'loop') instead of claimed again.
+        self.quarantine_after = checked_quarantine(quarantine_after)
         self.lease = checked_lease(lease)
         self.tokens = tokens
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -92,7 +97,15 @@ class AsyncRunner:
             checked_trace_id(trace_id)
         now = self.clock.now()
         claimed = await self._backend.run(
-            _moves.claim(self._backend.name, self.worker, kinds_filter(kind), now, now + self.lease, trace_id)
+            _moves.claim(
+                self._backend.name,
+                self.worker,
+                kinds_filter(kind),
+                now,
+                now + self.lease,
+                trace_id,
+                self.quarantine_after,
+            )
         )
         if claimed is None:
             return None

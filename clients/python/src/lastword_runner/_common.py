@@ -107,6 +107,12 @@ def checked_lease(lease: timedelta) -> timedelta:
     return lease
 
 
+def checked_quarantine(claims: int | None) -> int | None:
+    if claims is not None and (isinstance(claims, bool) or not isinstance(claims, int) or claims < 1):
+        raise ValueError(f"quarantine_after must be a whole number of claims, at least 1, got {claims!r}")
+    return claims
+
+
 def checked_worker(worker: str) -> str:
     if not worker or not worker.strip():
         raise ValueError("a worker needs a name: it is the lease's owner, unique in the fleet")

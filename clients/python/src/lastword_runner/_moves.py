@@ -86,6 +86,7 @@ def claim(
     now: datetime,
     expires: datetime,
     trace_id: str | None = None,
+    quarantine_after: int | None = None,
 ) -> Generator[Statement, Result, Claimed | None]:
     kinds_param: list[str] | str | None
     if backend == "postgres":
@@ -102,6 +103,13 @@ def claim(
             # Its lease lapsed with no attempts left: dead instead of re-claimed; next candidate.
             yield Statement(_sql.CLAIM_EXHAUSTED, (task_id, now))
             continue
+        if quarantine_after is not None and attempts >= quarantine_after:
+            # A re-claim loop: its newest `quarantine_after` runs all failed. Quarantined (dead,
+            # dead_reason 'loop') instead of claimed again; next candidate.
+            streak = yield Statement(_sql.LOOP_STREAK, (task_id, quarantine_after))
+            if int(streak.rows[0][0]) >= quarantine_after:
+                yield Statement(_sql.QUARANTINE, (task_id, now))
+                continue
         taken = yield Statement(_sql.CLAIM_TAKE, (task_id, worker, expires, now))
         epoch, kind, source, safety, payload, attempts, max_attempts = taken.rows[0]
         run = yield Statement(_sql.CLAIM_RUN, (task_id, worker, epoch, now, expires))

@@ -16,6 +16,13 @@ RETURNING id"""
 CLAIM_EXHAUSTED = """UPDATE tasks SET status = 'dead', owner = NULL, lease_expires_at = NULL, updated_at = $2
 WHERE id = $1"""
 
+LOOP_STREAK = """SELECT COUNT(*) FROM (SELECT finished_at, error, completion_rows, output FROM runs
+WHERE task_id = $1 ORDER BY lease_epoch DESC LIMIT $2) r
+WHERE r.finished_at IS NULL OR r.error IS NOT NULL OR r.completion_rows = 0 OR TRIM(COALESCE(r.output, '')) = ''"""
+
+QUARANTINE = """UPDATE tasks SET status = 'dead', dead_reason = 'loop', owner = NULL, lease_expires_at = NULL, updated_at = $2
+WHERE id = $1"""
+
 CLAIM_TAKE = """UPDATE tasks SET status = 'leased', owner = $2, lease_epoch = lease_epoch + 1,
     lease_expires_at = $3, attempts = attempts + 1, updated_at = $4
 WHERE id = $1
@@ -86,6 +93,8 @@ ALL: dict[str, str] = {
     "postgres::CLAIM_CANDIDATE": POSTGRES_CLAIM_CANDIDATE,
     "sqlite::CLAIM_CANDIDATE": SQLITE_CLAIM_CANDIDATE,
     "CLAIM_EXHAUSTED": CLAIM_EXHAUSTED,
+    "LOOP_STREAK": LOOP_STREAK,
+    "QUARANTINE": QUARANTINE,
     "CLAIM_TAKE": CLAIM_TAKE,
     "CLAIM_RUN": CLAIM_RUN,
     "HEARTBEAT_TASK": HEARTBEAT_TASK,
