@@ -51,6 +51,18 @@ fn kind_condition(buf: &mut SqlBuf, column: &str, kind: Option<&str>) -> String 
     }
 }
 
+/// ` AND r.task_id IN (tasks of kind $n)` for statements over `runs r` alone; empty for every
+/// kind.
+fn run_of_kind_condition(buf: &mut SqlBuf, kind: Option<&str>) -> String {
+    match kind {
+        Some(k) => format!(
+            " AND r.task_id IN (SELECT t.id FROM tasks t WHERE t.kind = {})",
+            buf.arg(Value::Text(k.to_string()))
+        ),
+        None => String::new(),
+    }
+}
+
 /// The figures of one kind, as the statement returns them.
 #[derive(sqlx::FromRow)]
 struct KindRow {
@@ -233,10 +245,7 @@ async fn skewed_workers(
     let from = buf.arg(Value::Time(since.max(until - Duration::minutes(SKEW_LOOKBACK_MINUTES))));
     let to = buf.arg(Value::Time(until));
     let tolerance = buf.arg(Value::I64(SKEW_TOLERANCE_MS));
-    let kind_cond = match kind_condition(&mut buf, "t.kind", kind) {
-        cond if cond.is_empty() => cond,
-        cond => format!(" AND r.task_id IN (SELECT t.id FROM tasks t WHERE TRUE{cond})"),
-    };
+    let kind_cond = run_of_kind_condition(&mut buf, kind);
     let ahead = format!(
         "({} - {})",
         (d.epoch_ms)("COALESCE(r.finished_at, r.heartbeat_at, r.claimed_at)"),
@@ -267,10 +276,7 @@ async fn worker_health(
     let since = buf.arg(Value::Time(since));
     let until = buf.arg(Value::Time(until));
     let now = buf.arg(Value::Time(now));
-    let kind_cond = match kind_condition(&mut buf, "t.kind", kind) {
-        cond if cond.is_empty() => cond,
-        cond => format!(" AND r.task_id IN (SELECT t.id FROM tasks t WHERE TRUE{cond})"),
-    };
+    let kind_cond = run_of_kind_condition(&mut buf, kind);
     let seen_again =
         "EXISTS (SELECT 1 FROM runs w WHERE w.worker = r.worker AND w.claimed_at > r.lease_expires_at)";
     buf.push(&format!(
