@@ -48,8 +48,12 @@ const serverEnv = {
 // 5 000 runs by 200 workers and a task re-claimed twice across three workers, for the
 // timeline's scale and connector tests (end2end/fixtures/timeline-scale.sql).
 export const scalePort = port + 2;
-const scaleDir = fs.mkdtempSync(path.join(os.tmpdir(), "lastword-e2e-scale-"));
+// Made once, by the main process: each test worker evaluates this file again and inherits it.
+const scaleDir = process.env.E2E_SCALE_DIR ?? fs.mkdtempSync(path.join(os.tmpdir(), "lastword-e2e-scale-"));
+process.env.E2E_SCALE_DIR = scaleDir;
 process.env.E2E_SCALE_URL = `http://127.0.0.1:${scalePort}`;
+// Its database, for a spec that writes a run while watching the page redraw.
+process.env.E2E_SCALE_DB = path.join(scaleDir, "lastword.db");
 const scaleEnv = {
   LASTWORD_DATA_DIR: scaleDir,
   LEPTOS_SITE_ROOT: path.join(repoRoot, "target", "site"),

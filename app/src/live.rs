@@ -42,11 +42,6 @@ impl LiveBatch {
     pub fn touches_task(&self, id: i64) -> bool {
         self.reset || self.changes.iter().any(|c| c.task_id == Some(id))
     }
-
-    /// Does this batch concern a table (`tasks`, `runs`, `effects`, `operator_actions`)?
-    pub fn touches_table(&self, table: &str) -> bool {
-        self.reset || self.changes.iter().any(|c| c.table == table)
-    }
 }
 
 /// The live feed's signals. Copy; get it with [`use_live_feed`].
@@ -111,13 +106,6 @@ pub fn use_live_feed() -> LiveFeed {
         paused: signal(false).0,
         db_up: signal(initial_snapshot().db_up).0,
     })
-}
-
-/// Wraps children in a provided feed (the component form of [`provide_live_feed`]).
-#[component]
-pub fn LiveProvider(children: Children) -> impl IntoView {
-    provide_live_feed();
-    children()
 }
 
 /// Meta tags (for the document's `<head>`, rendered on the server only) carrying the render's
@@ -264,7 +252,7 @@ mod browser {
             return;
         };
         let mut listeners = Vec::new();
-        for name in ["open", "error", sse::CHANGES, "change", sse::STATUS, sse::RESET] {
+        for name in ["open", "error", sse::CHANGES, sse::STATUS, sse::RESET] {
             let shared = state.clone();
             let callback = Closure::<dyn FnMut(web_sys::Event)>::new(move |event: web_sys::Event| {
                 on_event(&shared, name, event)
@@ -312,11 +300,9 @@ mod browser {
                 }
                 request_bump(state);
             }
-            // `changes` carries an array; `change` (not sent today) a single change.
+            // `changes`: an array of changes.
             _ => {
-                let changes: Vec<Change> = serde_json::from_str(&data)
-                    .or_else(|_| serde_json::from_str::<Change>(&data).map(|c| vec![c]))
-                    .unwrap_or_default();
+                let changes: Vec<Change> = serde_json::from_str(&data).unwrap_or_default();
                 {
                     let mut s = state.borrow_mut();
                     if !s.pending.reset {
@@ -417,12 +403,11 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_tells_which_tasks_and_tables_it_touches() {
+    fn a_batch_tells_which_tasks_it_touches() {
         let batch = LiveBatch { changes: vec![change(1, "runs", 7), change(2, "tasks", 8)], reset: false };
         assert!(batch.touches_task(7) && batch.touches_task(8) && !batch.touches_task(9));
-        assert!(batch.touches_table("runs") && !batch.touches_table("effects"));
         let reset = LiveBatch { changes: vec![], reset: true };
-        assert!(reset.touches_task(9) && reset.touches_table("effects"));
+        assert!(reset.touches_task(9));
     }
 
     #[test]

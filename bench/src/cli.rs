@@ -71,6 +71,27 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     pub browser_calls: String,
 
+    /// The crowd (issue 11): live clients holding an event stream each ...
+    #[arg(long, default_value_t = 200)]
+    pub crowd_clients: usize,
+
+    /// ... while page and API requests arrive at this rate (per second) ...
+    #[arg(long, default_value_t = 50.0)]
+    pub crowd_rps: f64,
+
+    /// ... for this many seconds. 0 skips the crowd.
+    #[arg(long, default_value_t = 60)]
+    pub crowd_secs: u64,
+
+    /// The soak (issue 11): seconds of fleet, dashboard and scripted operators together,
+    /// then the record checked. 0 skips the soak.
+    #[arg(long, default_value_t = 300)]
+    pub soak_secs: u64,
+
+    /// Scripted operators acting during the soak.
+    #[arg(long, default_value_t = 3)]
+    pub soak_operators: usize,
+
     /// Seconds each runner write loop runs per phase.
     #[arg(long, default_value_t = 5)]
     pub write_secs: u64,
@@ -110,6 +131,12 @@ impl Args {
         anyhow::ensure!(self.clients >= 1, "--clients: at least 1");
         anyhow::ensure!(self.write_clients >= 1, "--write-clients: at least 1");
         anyhow::ensure!(self.alternations >= 1, "--alternations: at least 1");
+        anyhow::ensure!(self.crowd_clients >= 1, "--crowd-clients: at least 1");
+        anyhow::ensure!(
+            self.crowd_rps.is_finite() && self.crowd_rps > 0.0 && self.crowd_rps <= 10_000.0,
+            "--crowd-rps: more than 0, at most 10000"
+        );
+        anyhow::ensure!(self.soak_operators >= 1, "--soak-operators: at least 1");
         anyhow::ensure!(
             matches!(self.browser_calls.as_str(), "auto" | "fn" | "api"),
             "--browser-calls: auto, fn or api"

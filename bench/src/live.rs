@@ -18,8 +18,8 @@ use tokio::sync::mpsc;
 pub enum Event {
     /// The stream is open (its first event, `status`, arrived).
     Open,
-    /// A `changes` batch: the (table, row id) pairs it names, and when it arrived.
-    Changes(Vec<(String, i64)>, Instant),
+    /// A `changes` batch: the changes it names, and when it arrived.
+    Changes(Vec<Change>, Instant),
     /// `reset`: the client should reload everything.
     Reset,
 }
@@ -57,14 +57,28 @@ pub async fn connect(
     }))
 }
 
-/// `[{"id", "table", "row_id", "task_id"}, …]` → (table, row id) pairs (docs/live.md).
-fn parse_changes(data: &str) -> Vec<(String, i64)> {
+/// One change a `changes` event names: its `change_log` id and the row it touched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub id: i64,
+    pub table: String,
+    pub row_id: i64,
+}
+
+/// `[{"id", "table", "row_id", "task_id"}, …]` (docs/live.md).
+fn parse_changes(data: &str) -> Vec<Change> {
     let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(data) else {
         return Vec::new();
     };
     items
         .iter()
-        .filter_map(|c| Some((c.get("table")?.as_str()?.to_string(), c.get("row_id")?.as_i64()?)))
+        .filter_map(|c| {
+            Some(Change {
+                id: c.get("id")?.as_i64()?,
+                table: c.get("table")?.as_str()?.to_string(),
+                row_id: c.get("row_id")?.as_i64()?,
+            })
+        })
         .collect()
 }
 
@@ -101,7 +115,7 @@ pub async fn measure_latency(
         let arrived = loop {
             match tokio::time::timeout_at(deadline.into(), rx.recv()).await {
                 Ok(Some(Event::Changes(rows, at)))
-                    if rows.iter().any(|(t, id)| t == "runs" && *id == loaded.probe_run) =>
+                    if rows.iter().any(|c| c.table == "runs" && c.row_id == loaded.probe_run) =>
                 {
                     break Some(at)
                 }
@@ -143,7 +157,8 @@ mod tests {
     #[test]
     fn changes_name_their_rows() {
         let data = r#"[{"id":7,"table":"runs","row_id":42,"task_id":3},{"id":8,"table":"tasks","row_id":3,"task_id":3}]"#;
-        assert_eq!(parse_changes(data), vec![("runs".to_string(), 42), ("tasks".to_string(), 3)]);
+        let change = |id, table: &str, row_id| Change { id, table: table.to_string(), row_id };
+        assert_eq!(parse_changes(data), vec![change(7, "runs", 42), change(8, "tasks", 3)]);
         assert!(parse_changes("not json").is_empty());
     }
 }

@@ -7,6 +7,7 @@
 //! `main` only wires the steps together; each step lives in its own module.
 
 mod cli;
+mod crowd;
 mod db;
 mod explain;
 mod fleet;
@@ -15,6 +16,7 @@ mod live;
 mod load;
 mod report;
 mod server;
+mod soak;
 mod stats;
 mod watchers;
 mod writes;
@@ -93,12 +95,25 @@ async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report:
         results.db_load = Some(
             watchers::measure_db_load(&http, &bench_db.name, &args.admin_url, &fleet, &server, args).await?,
         );
+        if args.crowd_secs > 0 {
+            let secs = std::time::Duration::from_secs(args.crowd_secs);
+            results.crowd = Some(
+                crowd::measure(&http, &server, &loaded, args.crowd_clients, args.crowd_rps, secs).await?,
+            );
+        }
         anyhow::Ok(())
     }
     .await;
     let fleet_report = fleet.stop().await;
     println!("live write load: {fleet_report}");
     measured?;
+
+    if args.soak_secs > 0 {
+        let secs = std::time::Duration::from_secs(args.soak_secs);
+        results.soak = Some(
+            soak::run(&http, &pool, &bench_db.url, args.fleet_workers, args.soak_operators, secs).await?,
+        );
+    }
 
     results.writes = Some(writes::measure(&pool, &bench_db.url, &mut server, &http, args).await?);
     server.stop().await;

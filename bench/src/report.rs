@@ -33,6 +33,10 @@ pub struct Results {
     pub live: Option<Latency>,
     pub db_load: Option<DbLoad>,
     pub writes: Option<Writes>,
+    /// Issue 11's load: many live clients and a steady page rate.
+    pub crowd: Option<crate::crowd::Crowd>,
+    /// Issue 11's soak: fleet, dashboard and operators together, then the record checked.
+    pub soak: Option<crate::soak::Soak>,
     pub total_secs: f64,
 }
 
@@ -55,6 +59,8 @@ impl Results {
             live: None,
             db_load: None,
             writes: None,
+            crowd: None,
+            soak: None,
             total_secs: 0.0,
         }
     }
@@ -164,6 +170,8 @@ impl Results {
         m.insert("live_latency".into(), json!(self.live));
         m.insert("db_load".into(), json!(self.db_load));
         m.insert("writes".into(), json!(self.writes));
+        m.insert("crowd".into(), json!(self.crowd));
+        m.insert("soak".into(), json!(self.soak));
         m.insert("loaded".into(), json!(self.loaded));
         Value::Object(m)
     }
@@ -489,6 +497,65 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         }
     }
 
+    if let Some(c) = &r.crowd {
+        let mb = |m: Option<f64>| m.map(|m| format!("{m:.0}")).unwrap_or_else(|| "—".into());
+        let _ = writeln!(s, "\n## The crowd: live clients and a steady page rate, the fleet writing\n");
+        let _ = writeln!(
+            s,
+            "{} event streams open throughout and {} page or API requests per second (the pages an \
+             operator opens, in turn) for {:.0} s.\n\n\
+             | requests | errors | streams dropped | events received | latency | server RSS MB: after warm-up → end (growth) → 3 s later |\n|---|---|---|---|---|---|\n\
+             | {} | {} | {} | {} | {} | {} → {} ({}) → {} |\n\n\
+             Server RSS every {} s while the crowd was on (MB): {}; growth over the second half: {}.",
+            c.clients,
+            c.rps,
+            c.secs,
+            c.requests,
+            c.errors,
+            c.streams_dropped,
+            c.events,
+            c.latency,
+            mb(c.rss_start_mb),
+            mb(c.rss_end_mb),
+            c.rss_growth_pct().map(|g| format!("{g:+.1} %")).unwrap_or_else(|| "—".into()),
+            mb(c.rss_after_mb),
+            crate::crowd::RSS_EVERY.as_secs(),
+            c.rss_series_mb.iter().map(|m| format!("{m:.0}")).collect::<Vec<_>>().join(", "),
+            c.rss_second_half_growth_pct().map(|g| format!("{g:+.1} %")).unwrap_or_else(|| "—".into())
+        );
+    }
+
+    if let Some(k) = &r.soak {
+        let _ = writeln!(s, "\n## The soak: fleet, dashboard and operators together\n");
+        let _ = writeln!(
+            s,
+            "{} scripted operators for {:.0} s beside the live fleet ({}): {} action requests, {} applied \
+             ({} re-queues fencing a live lease, {} by bulk re-queue), {} refused (409, audited).\n\n\
+             | check | violations |\n|---|---|\n\
+             | applied actions missing from the audit | {} |\n\
+             | audited applied actions nobody was answered for | {} |\n\
+             | tasks in two states | {} |\n\
+             | completions accepted from a fenced epoch | {} |\n\
+             | live events lost (of {} committed) | {} |\n\
+             | stream resets | {} |",
+            k.operators,
+            k.secs,
+            k.fleet,
+            k.attempts,
+            k.applied,
+            k.fenced,
+            k.bulk_applied,
+            k.refused,
+            k.applied_not_audited,
+            k.audited_not_answered,
+            k.tasks_in_two_states,
+            k.fenced_completions_accepted,
+            k.events_expected,
+            k.events_lost,
+            k.stream_resets
+        );
+    }
+
     if let Some(w) = &r.writes {
         let _ = writeln!(
             s,
@@ -525,6 +592,10 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         );
     }
 
+    if let Some(section) = browser_section(std::path::Path::new(TIMELINE_BROWSER_FIGURES)) {
+        s.push_str(&section);
+    }
+
     if let Some(l) = &r.loaded {
         let _ = writeln!(s, "\n## The data set\n");
         let _ = writeln!(
@@ -541,6 +612,49 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         );
     }
     s
+}
+
+/// The timeline's figures in a real browser, recorded by the end2end suite
+/// (`E2E_WRITE_FIGURES=1 npx playwright test tests/timeline.spec.ts` in `end2end/`): rendering
+/// is measured in Chromium, not by this crate, so the report quotes the last recording.
+const TIMELINE_BROWSER_FIGURES: &str = "bench/timeline-browser.json";
+
+/// The "timeline in Chromium" section from a recording, if there is one.
+fn browser_section(path: &std::path::Path) -> Option<String> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let n = |k: &str| fmt_num(v.get(k));
+    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## The timeline in Chromium (`{TIMELINE_BROWSER_FIGURES}`)\n");
+    let _ = writeln!(
+        s,
+        "Recorded by `E2E_WRITE_FIGURES=1 npx playwright test tests/timeline.spec.ts` (in `end2end/`) \
+         on {}, {} wasm (`cargo leptos build`), against a constructed history of {} runs by {} workers in the last {} \
+         minutes (`end2end/fixtures/timeline-scale.sql`).\n",
+        text("date"),
+        text("wasm"),
+        n("runs"),
+        n("workers"),
+        n("window_minutes")
+    );
+    let _ = writeln!(s, "| figure | value |\n|---|---|");
+    for (label, key) in [
+        ("first view (40 lanes) hydrated, ms", "first_view_hydrated_ms"),
+        ("its bars / density cells", "first_view_bars"),
+        ("all lanes listed, ms", "all_lanes_ms"),
+        ("lanes with marks drawn (on screen, with a margin)", "lanes_with_marks_at_top"),
+        ("frames in 3 s with the clock moving the picture", "frames_in_3s"),
+        ("frame time p95, ms", "frame_p95_ms"),
+        ("worst frame, ms", "frame_worst_ms"),
+    ] {
+        let value = if key == "first_view_bars" {
+            format!("{} / {}", n("first_view_bars"), n("first_view_cells"))
+        } else {
+            n(key)
+        };
+        let _ = writeln!(s, "| {label} | {value} |");
+    }
+    Some(s)
 }
 
 pub fn write(args: &Args, r: &Results) -> anyhow::Result<()> {
@@ -566,4 +680,29 @@ pub fn write(args: &Args, r: &Results) -> anyhow::Result<()> {
     std::fs::write(&explain_path, plans)?;
     println!("wrote {}, {}, {}", md.display(), json_path.display(), explain_path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_browser_recording_becomes_a_section_and_its_absence_none() {
+        let dir = std::env::temp_dir().join(format!("lastword-bench-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("timeline-browser.json");
+        assert_eq!(browser_section(&path), None, "no recording, no section");
+        std::fs::write(
+            &path,
+            r#"{"date":"2026-12-03T07:30:00Z","wasm":"debug","window_minutes":15,"runs":5003,"workers":203,
+               "first_view_hydrated_ms":2551,"first_view_bars":413,"first_view_cells":162,"all_lanes_ms":726,
+               "lanes_with_marks_at_top":23,"frames_in_3s":182,"frame_p95_ms":16.7,"frame_worst_ms":16.8}"#,
+        )
+        .unwrap();
+        let s = browser_section(&path).unwrap();
+        assert!(s.contains("| frame time p95, ms | 16.7 |"), "{s}");
+        assert!(s.contains("| its bars / density cells | 413 / 162 |"), "{s}");
+        assert!(s.contains("5003 runs by 203 workers"), "{s}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -136,6 +136,7 @@ impl OutcomeCounters {
 /// Attention items of one kind across tasks now, for the `/metrics` gauges, and how many of
 /// them someone acknowledged (`crate::attention`): the rest are open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ItemCounts {
     pub items: i64,
     pub acknowledged: i64,
@@ -144,6 +145,7 @@ pub struct ItemCounts {
 /// [`ItemCounts`] per kind. Double executions are `None` while the store's flags are being
 /// backfilled (the figure would be wrong).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AttentionNow {
     pub double_executions: Option<ItemCounts>,
     /// Unsafe tasks whose run lost its lease after recording an effect, claimed in the last
@@ -160,6 +162,7 @@ pub const DEAD_HORIZON_HOURS: i64 = 24;
 
 /// An attention item of one task, as the notifier sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OpenItem {
     pub kind: AttentionKind,
     pub task_id: i64,

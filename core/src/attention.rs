@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 /// What on a task needs someone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AttentionKind {
     /// Unsafe, executed twice, not compensated.
@@ -165,45 +166,21 @@ mod tests {
     fn task(status: &str, epoch: i64) -> Task {
         let t0 = Utc.with_ymd_and_hms(2027, 1, 15, 8, 0, 0).unwrap();
         Task {
-            id: 7,
             kind: "refund".into(),
-            source: "notification".into(),
-            safety: "unsafe".into(),
-            status: status.into(),
-            payload: serde_json::json!({}),
-            result: None,
-            owner: None,
             lease_epoch: epoch,
-            lease_expires_at: None,
-            attempts: 1,
             max_attempts: 1,
-            compensated_at: None,
-            compensated_by: None,
-            compensation_reason: None,
-            compensation_ref: None,
-            created_at: t0,
-            updated_at: t0,
-            dead_reason: None,
+            ..crate::fixtures::task(7, status, t0)
         }
     }
 
     fn ack(kind: AttentionKind, epoch: i64, actor: &str, id: i64) -> OperatorAction {
+        let at = Utc.with_ymd_and_hms(2027, 1, 15, 8, 0, 0).unwrap();
         OperatorAction {
-            id,
             task_id: 7,
-            run_id: None,
-            action: "acknowledge".into(),
-            actor: actor.into(),
             reason: "investigating".into(),
-            reference: None,
-            epoch_seen: Some(epoch),
-            epoch_after: Some(epoch),
             status_seen: Some("dead".into()),
-            outcome: crate::action::APPLIED.into(),
-            request_id: None,
-            created_at: Utc.with_ymd_and_hms(2027, 1, 15, 8, 0, 0).unwrap(),
-            via: Some("session".into()),
             attention: Some(kind.as_str().into()),
+            ..crate::fixtures::action(id, "acknowledge", actor, epoch, at)
         }
     }
 
@@ -242,24 +219,7 @@ mod tests {
 
     fn run(epoch: i64, state: RunState) -> Run {
         let t = Utc.with_ymd_and_hms(2027, 1, 15, 8, 0, 0).unwrap() + chrono::Duration::minutes(epoch);
-        Run {
-            id: epoch,
-            task_id: 7,
-            worker: format!("w{epoch}"),
-            lease_epoch: epoch,
-            claimed_at: t,
-            lease_expires_at: t,
-            heartbeat_at: None,
-            finished_at: None,
-            output: None,
-            error: None,
-            error_detail: None,
-            completion_rows: None,
-            trace_id: None,
-            state,
-            cause: None,
-            reclaim_reason: None,
-        }
+        Run { task_id: 7, state, ..crate::fixtures::run(epoch, t) }
     }
 
     #[test]

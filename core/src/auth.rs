@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a principal may do. Ordered: an operator can do everything a viewer can.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Reads every page and API resource.
@@ -32,6 +33,12 @@ impl Role {
     }
 }
 
+/// The one wording of a viewer's refused attempt to act (the JSON API's 403, the pages'
+/// server functions, the audit's reason to look).
+pub fn viewer_may_not_act(name: &str) -> String {
+    format!("viewer {name} may not act; operator role required")
+}
+
 impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -41,6 +48,7 @@ impl std::fmt::Display for Role {
 /// The person (or script) behind a request. `name` is what the audit trail records as the
 /// actor.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Principal {
     pub name: String,
     pub role: Role,
@@ -66,6 +74,7 @@ impl Principal {
 /// asks "who tried what, from where": a token, a browser session and a shell are different
 /// stories even under one name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Actor {
     pub name: String,
     pub via: String,

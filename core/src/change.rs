@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// A row of a contract table was inserted or updated. `id` is the change log's id: increasing,
 /// never reused, and the cursor a client resumes from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Change {
     pub id: i64,
     /// `tasks`, `runs`, `effects` or `operator_actions`.

@@ -232,19 +232,11 @@ mod tests {
             id: 100 + epoch,
             task_id: 42,
             worker: worker.into(),
-            lease_epoch: epoch,
-            claimed_at: t0(),
-            lease_expires_at: t0(),
-            heartbeat_at: None,
             finished_at: Some(t0()),
             output: output.map(str::to_string),
-            error: None,
-            error_detail: None,
             completion_rows: rows,
-            trace_id: None,
             state,
-            cause: None,
-            reclaim_reason: None,
+            ..crate::fixtures::run(epoch, t0())
         }
     }
 
@@ -256,25 +248,12 @@ mod tests {
         second.trace_id = Some("def".into());
         TaskDetail {
             task: Task {
-                id: 42,
                 kind: "refund".into(),
-                source: "notification".into(),
-                safety: "unsafe".into(),
-                status: "completed".into(),
                 payload: serde_json::json!({"order": 7}),
                 result: Some("sent the refund".into()),
-                owner: None,
                 lease_epoch: 2,
-                lease_expires_at: None,
                 attempts: 2,
-                max_attempts: 3,
-                compensated_at: None,
-                compensated_by: None,
-                compensation_reason: None,
-                compensation_ref: None,
-                created_at: t0(),
-                updated_at: t0(),
-                dead_reason: None,
+                ..crate::fixtures::task(42, "completed", t0())
             },
             runs: vec![first, second],
             effects: vec![Effect {
@@ -289,24 +268,15 @@ mod tests {
             double_execution: true,
             needs_compensation: true,
             audit: vec![OperatorAction {
-                id: 9,
                 task_id: 42,
-                run_id: None,
-                action: "requeue".into(),
-                actor: "ann".into(),
                 reason: "<script>alert(1)</script>".into(),
                 reference: Some("INC-7".into()),
-                epoch_seen: Some(1),
-                epoch_after: Some(2),
                 status_seen: Some("leased".into()),
-                outcome: "applied".into(),
-                request_id: None,
-                created_at: t0(),
-                via: Some("session".into()),
-                attention: None,
+                ..crate::fixtures::action(9, "requeue", "ann", 1, t0())
             }],
             attention: Vec::new(),
             acknowledgements: Vec::new(),
+            as_of: t0(),
         }
     }
 

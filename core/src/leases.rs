@@ -129,6 +129,7 @@ pub fn nearest_rank(sorted: &[i64], pct: i64) -> Option<i64> {
 
 /// The figures of one task kind over a window of claims.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KindLeaseStats {
     pub kind: String,
     /// Runs claimed in the window.
@@ -168,6 +169,7 @@ pub struct KindLeaseStats {
 
 /// How many lost leases a lease `multiple` times longer would have avoided.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaseFit {
     pub multiple: i64,
     pub lost_leases: i64,
@@ -175,6 +177,7 @@ pub struct LeaseFit {
 
 /// A task in a re-claim loop now (`lastword_core::attention::loop_streak`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LoopTask {
     pub task_id: i64,
     pub kind: String,
@@ -185,6 +188,7 @@ pub struct LoopTask {
 
 /// A worker that stamped times past the database's clock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SkewedWorker {
     pub worker: String,
     /// Its runs in the window with a claim, heartbeat or finish stamped ahead.
@@ -198,6 +202,7 @@ pub struct SkewedWorker {
 /// or the run never finished and the worker claimed again (stalled on that run), or it never
 /// finished and the worker was not seen again (dead).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerLeaseHealth {
     pub worker: String,
     /// Runs that finished after losing their lease (lost-lease completions).
@@ -210,6 +215,7 @@ pub struct WorkerLeaseHealth {
 
 /// A running run's heartbeat against its lease.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeartbeatHealth {
     pub run_id: i64,
     pub task_id: i64,
@@ -241,6 +247,7 @@ pub fn lease_used_percent(age_ms: i64, lease_ms: i64) -> i64 {
 
 /// `GET /api/v1/leases` and the Leases page.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaseReport {
     pub since: Option<DateTime<Utc>>,
     pub until: Option<DateTime<Utc>>,

@@ -12,6 +12,8 @@ pub mod auth;
 pub mod change;
 pub mod clock;
 pub mod export;
+#[doc(hidden)]
+pub mod fixtures;
 pub mod leases;
 pub mod model;
 pub mod query;

@@ -27,6 +27,7 @@ string_enum!(
 
 /// A row of `tasks`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Task {
     pub id: i64,
     pub kind: String,
@@ -53,6 +54,7 @@ pub struct Task {
 
 /// A row of `runs`, with its derived state attached by [`Run::with_state`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Run {
     pub id: i64,
     pub task_id: i64,
@@ -72,9 +74,8 @@ pub struct Run {
     pub trace_id: Option<String>,
     pub state: RunState,
     pub cause: Option<Cause>,
-    /// Why this claim was a re-claim (`crate::reclaim`), decided by the store for the run
-    /// list, a run and a task's runs; none for a task's first claim, and none where a reader
-    /// does not select it (the timeline, which draws re-claims from the runs it has).
+    /// Why this claim was a re-claim (`crate::reclaim`), decided by the store for every read
+    /// of runs (the run list, a run, a task's runs, the timeline); none for a task's first claim.
     #[serde(default)]
     pub reclaim_reason: Option<crate::reclaim::ReclaimReason>,
 }
@@ -101,6 +102,7 @@ impl Run {
 
 /// A row of `effects`: one side effect a run recorded in the outbox, under its fencing token.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Effect {
     pub id: i64,
     pub run_id: i64,
@@ -113,6 +115,7 @@ pub struct Effect {
 
 /// A row of `operator_actions`: the audit trail.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OperatorAction {
     pub id: i64,
     pub task_id: i64,
@@ -152,6 +155,7 @@ impl OperatorAction {
 /// past 100 000 rows PostgreSQL's catalogue estimate (counting 10 M runs per request would
 /// cost more than the rest of the page), and then `estimated` says so.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Totals {
     pub tasks: i64,
     pub runs: i64,

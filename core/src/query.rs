@@ -11,6 +11,7 @@ use std::fmt;
 
 /// A bad query parameter: 400 with a message naming it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ParamError {
     pub param: String,
     pub message: String,
@@ -32,6 +33,7 @@ impl std::error::Error for ParamError {}
 
 /// Which runs. Every field narrows; an empty filter is every run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunFilter {
     /// Any of these states (empty: any).
     pub states: Vec<RunState>,
@@ -68,16 +70,22 @@ impl RunFilter {
 }
 
 /// The run filter of a bulk re-queue (page, API and CLI alike): the run query's filter with
-/// [`RunFilter::failures_unless_narrowed`], paging (`after`, `limit`) ignored since the action
-/// covers every matching task, not one page.
-pub fn parse_bulk_filter(pairs: &[(String, String)], now: DateTime<Utc>) -> Result<RunFilter, ParamError> {
+/// [`RunFilter::failures_unless_narrowed`], paging (`after`, `limit`, which the failures page's
+/// URL carries) ignored since the action covers every matching task, not one page.
+/// `route_params` as for [`parse_run_filter`].
+pub fn parse_bulk_filter(
+    pairs: &[(String, String)],
+    now: DateTime<Utc>,
+    route_params: &[&str],
+) -> Result<RunFilter, ParamError> {
     let unpaged: Vec<(String, String)> =
-        pairs.iter().filter(|(k, _)| k != "after" && k != "limit").cloned().collect();
-    Ok(parse_run_query(&unpaged, now)?.0.failures_unless_narrowed())
+        pairs.iter().filter(|(k, _)| !PAGE_PARAMS.contains(&k.as_str())).cloned().collect();
+    Ok(parse_run_filter(&unpaged, now, route_params)?.failures_unless_narrowed())
 }
 
 /// A position in the newest-first run list: the last row of the previous page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Cursor {
     pub claimed_at: DateTime<Utc>,
     pub id: i64,
@@ -104,6 +112,7 @@ pub const MAX_LIMIT: u32 = 500;
 
 /// One page of a keyset-paginated list (newest first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PageRequest {
     pub limit: u32,
     pub after: Option<Cursor>,
@@ -181,12 +190,46 @@ fn text(value: &str) -> Option<String> {
     (!v.is_empty()).then(|| v.to_string())
 }
 
-/// Parses the run-list query string (`state`, `cause`, `reclaim`, `worker`, `kind`, `source`, `task`,
-/// `since`, `until`, `q`, `limit`, `after`). `state` and `cause` take comma-separated values
-/// and may repeat. Unknown parameters are refused, so a typo does not silently widen a filter.
+/// A URL query string (`a=1&b=2`, with or without the leading `?`) as percent-decoded
+/// (name, value) pairs, in order: how every door (the JSON API, the server functions, the CLI's
+/// `--filter`) reads one. Never fails: a stray `%` is kept literally, and each parameter's own
+/// parser judges the value.
+pub fn query_pairs(query: &str) -> Vec<(String, String)> {
+    form_urlencoded::parse(query.trim_start_matches('?').as_bytes()).into_owned().collect()
+}
+
+/// The run filter's parameters, in the order an "unknown parameter" message lists them.
+pub const RUN_FILTER_PARAMS: [&str; 10] =
+    ["state", "cause", "reclaim", "worker", "kind", "source", "task", "since", "until", "q"];
+/// A keyset page's parameters.
+pub const PAGE_PARAMS: [&str; 2] = ["limit", "after"];
+
+/// Parses the run-list query string: the filter ([`RUN_FILTER_PARAMS`]) and the page
+/// ([`PAGE_PARAMS`]). `state` and `cause` take comma-separated values and may repeat. Unknown
+/// parameters are refused, so a typo does not silently widen a filter.
 pub fn parse_run_query(
     pairs: &[(String, String)],
     now: DateTime<Utc>,
+) -> Result<(RunFilter, PageRequest), ParamError> {
+    parse_run_params(pairs, now, true, &[])
+}
+
+/// A run filter without paging, for a route that reads one beside parameters of its own: the
+/// caller has taken those out of `pairs`, and `route_params` names them when another parameter
+/// is unknown, so the message lists exactly what the route accepts.
+pub fn parse_run_filter(
+    pairs: &[(String, String)],
+    now: DateTime<Utc>,
+    route_params: &[&str],
+) -> Result<RunFilter, ParamError> {
+    Ok(parse_run_params(pairs, now, false, route_params)?.0)
+}
+
+fn parse_run_params(
+    pairs: &[(String, String)],
+    now: DateTime<Utc>,
+    paged: bool,
+    route_params: &[&str],
 ) -> Result<(RunFilter, PageRequest), ParamError> {
     let mut filter = RunFilter::default();
     let mut page = PageRequest::default();
@@ -221,7 +264,7 @@ pub fn parse_run_query(
                     return Err(ParamError::new("q", "at most 200 characters"));
                 }
             }
-            "limit" => {
+            "limit" if paged => {
                 let limit: u32 = value
                     .trim()
                     .parse()
@@ -231,12 +274,15 @@ pub fn parse_run_query(
                 }
                 page.limit = limit;
             }
-            "after" => page.after = text(value).map(|v| Cursor::decode(&v)).transpose()?,
+            "after" if paged => page.after = text(value).map(|v| Cursor::decode(&v)).transpose()?,
             other => {
+                let paging: &[&str] = if paged { &PAGE_PARAMS } else { &[] };
+                let expected: Vec<&str> =
+                    RUN_FILTER_PARAMS.iter().chain(paging).chain(route_params).copied().collect();
                 return Err(ParamError::new(
                     other,
-                    "unknown parameter; expected state, cause, reclaim, worker, kind, source, task, since, until, q, limit, after",
-                ))
+                    format!("unknown parameter; expected {}", expected.join(", ")),
+                ));
             }
         }
     }
@@ -391,7 +437,7 @@ mod tests {
 
     #[test]
     fn a_bulk_filter_is_failures_only_unless_a_state_or_cause_narrows_it() {
-        let bulk = |q: &[(&str, &str)]| parse_bulk_filter(&pairs(q), now()).unwrap();
+        let bulk = |q: &[(&str, &str)]| parse_bulk_filter(&pairs(q), now(), &[]).unwrap();
         assert_eq!(bulk(&[("since", "1h")]).states, RunState::failures());
         assert_eq!(bulk(&[]).states, RunState::failures());
         assert_eq!(bulk(&[("state", "acted")]).states, vec![RunState::Acted]);
@@ -399,14 +445,39 @@ mod tests {
         assert_eq!((by_cause.states, by_cause.causes), (vec![], vec![Cause::Timeout]));
         // Paging is not part of what a bulk action covers.
         assert_eq!(bulk(&[("limit", "1"), ("after", "x")]), bulk(&[]));
-        assert!(parse_bulk_filter(&pairs(&[("cause", "melted")]), now()).is_err());
+        assert!(parse_bulk_filter(&pairs(&[("cause", "melted")]), now(), &[]).is_err());
         // A worker named like a query string, encoded as links encode it, stays one value.
         let sly = "w&state=acted";
         let link = format!("worker={}", encode_component(sly));
         let decoded: Vec<(String, String)> =
             url_pairs(&link).into_iter().map(|(k, v)| (k, percent_decode(&v))).collect();
-        let f = parse_bulk_filter(&decoded, now()).unwrap();
+        let f = parse_bulk_filter(&decoded, now(), &[]).unwrap();
         assert_eq!((f.worker.as_deref(), f.states), (Some(sly), RunState::failures()));
+    }
+
+    #[test]
+    fn an_unknown_parameter_is_answered_with_exactly_what_the_route_accepts() {
+        let message = |r: Result<(), ParamError>| r.unwrap_err().message;
+        let listed = |m: String| m.split_once("expected ").unwrap().1.to_string();
+        let paged = message(parse_run_query(&pairs(&[("zz", "1")]), now()).map(|_| ()));
+        assert_eq!(
+            listed(paged),
+            "state, cause, reclaim, worker, kind, source, task, since, until, q, limit, after"
+        );
+        // Without paging, `limit` is as unknown as a typo, and the route's own names are listed.
+        let export = parse_run_filter(&pairs(&[("limit", "5")]), now(), &["format", "max"]).unwrap_err();
+        assert_eq!(export.param, "limit");
+        assert_eq!(
+            listed(export.message),
+            "state, cause, reclaim, worker, kind, source, task, since, until, q, format, max"
+        );
+        // A bulk filter ignores the page's paging but still names only what it takes.
+        let bulk = |q: &[(&str, &str)]| parse_bulk_filter(&pairs(q), now(), &["fence"]).map(|_| ());
+        assert!(bulk(&[("limit", "5"), ("after", "1_2")]).is_ok());
+        assert_eq!(
+            listed(message(bulk(&[("zz", "1")]))),
+            "state, cause, reclaim, worker, kind, source, task, since, until, q, fence"
+        );
     }
 
     fn url_pairs(qs: &str) -> Vec<(String, String)> {

@@ -14,6 +14,7 @@ use std::str::FromStr;
 /// The strings a healthy run ends with when it did nothing visible. Configurable because fleets
 /// already have their own words; compared after trimming surrounding white space.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Tokens {
     pub no_action: String,
     pub skip: String,
@@ -27,6 +28,7 @@ impl Default for Tokens {
 
 /// What a run reached, in order of precedence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     /// Unfinished, lease still live.
@@ -101,6 +103,7 @@ impl FromStr for RunState {
 
 /// The failure cause a runner writes into `runs.error`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCause {
     Timeout,
@@ -142,6 +145,7 @@ impl FromStr for ErrorCause {
 
 /// Why a run counts as a failure: the error causes plus the three the contract itself detects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     Timeout,

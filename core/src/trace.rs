@@ -53,6 +53,7 @@ pub fn check_trace_id(id: &str) -> Result<(), BadTraceId> {
 
 /// A checked `--trace-url-template`: an `http`/`https` URL with [`PLACEHOLDER`] in it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TraceLinks {
     template: String,
 }

@@ -13,11 +13,16 @@ use serde::{Deserialize, Serialize};
 pub const LIST_TEXT_PREFIX: usize = 300;
 /// The timeline's prefix: a tooltip line, for up to 5 000 bars in one answer.
 pub const TIMELINE_TEXT_PREFIX: usize = 80;
+/// At most this many runs asked for by id at once (the runs one live batch named, merged into
+/// the timeline the browser has): about a second's changes on a 200-worker fleet. A bigger
+/// batch is cheaper to answer by fetching the window again.
+pub const TIMELINE_RUNS_CAP: usize = 500;
 
 /// A run in a list, with the task facts a list row shows. Its `output` and `error_detail` are
 /// prefixes of at most [`LIST_TEXT_PREFIX`] characters ([`TIMELINE_TEXT_PREFIX`] on the
 /// timeline); `text_truncated` says one was cut.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunListItem {
     #[serde(flatten)]
     pub run: Run,
@@ -30,6 +35,7 @@ pub struct RunListItem {
 
 /// One keyset page of runs, newest claim first; `next` is the cursor for the following page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunPage {
     pub runs: Vec<RunListItem>,
     pub next: Option<String>,
@@ -37,6 +43,7 @@ pub struct RunPage {
 
 /// How many runs per failure cause match a filter (ignoring its own cause selection).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CauseFacets {
     pub counts: Vec<(Cause, i64)>,
     /// When part of the counts came from rollups: the oldest moment those parts were computed
@@ -53,6 +60,7 @@ pub struct CauseFacets {
 
 /// Counts over a time window for the overview.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Overview {
     pub since: Option<DateTime<Utc>>,
     pub until: Option<DateTime<Utc>>,
@@ -67,6 +75,7 @@ pub struct Overview {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Bucket {
     pub start: Option<DateTime<Utc>>,
     pub counts: Vec<(RunState, i64)>,
@@ -74,6 +83,7 @@ pub struct Bucket {
 
 /// What an on-call engineer must look at, each a link to the filtered list.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Attention {
     /// Lost-lease completions of unsafe tasks in the window.
     pub unsafe_lost_leases: i64,
@@ -96,6 +106,7 @@ pub struct Attention {
 
 /// The acknowledged part of [`Attention`]'s task counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AttentionTaken {
     pub needs_compensation: i64,
     pub dead_tasks: i64,
@@ -109,6 +120,7 @@ pub struct AttentionTaken {
 
 /// A worker seen in a window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerSummary {
     pub worker: String,
     pub runs: i64,
@@ -122,6 +134,7 @@ pub struct WorkerSummary {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeldLease {
     pub task_id: i64,
     pub lease_epoch: i64,
@@ -130,6 +143,7 @@ pub struct HeldLease {
 
 /// Everything the task page and `GET /api/v1/tasks/{id}` show.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskDetail {
     #[serde(flatten)]
     pub task: Task,
@@ -144,6 +158,10 @@ pub struct TaskDetail {
     /// Who has taken which of those items: the acknowledgements that hold, newest first.
     #[serde(default)]
     pub acknowledgements: Vec<OperatorAction>,
+    /// The time the rows were read (the server's clock). Whatever is drawn relative to "now" (a
+    /// running attempt's bar, whether its lease has lapsed, whether a re-queue must fence) is
+    /// drawn as of this instant, so the server's HTML and the browser's hydration agree.
+    pub as_of: DateTime<Utc>,
 }
 
 /// A run that finished having acted: `acted`, or a lost lease whose discarded output was an
@@ -176,6 +194,12 @@ pub fn needs_compensation(task: &Task, double_execution: bool) -> bool {
 }
 
 impl TaskDetail {
+    /// Whether there is a duplicate effect to compensate ([`crate::action::compensable`], from
+    /// the flags the server decided with its tokens, so the page needs none).
+    pub fn compensable(&self) -> bool {
+        self.double_execution || crate::action::lost_lease_effect(&self.runs, &self.effects)
+    }
+
     /// Assembles the detail and decides the two flags from the rows.
     pub fn new(
         task: Task,
@@ -183,6 +207,7 @@ impl TaskDetail {
         effects: Vec<Effect>,
         audit: Vec<OperatorAction>,
         tokens: &Tokens,
+        as_of: DateTime<Utc>,
     ) -> Self {
         let double = double_execution(&runs, &effects, tokens);
         let needs = needs_compensation(&task, double);
@@ -197,6 +222,7 @@ impl TaskDetail {
             audit,
             attention,
             acknowledgements,
+            as_of,
         }
     }
 }
@@ -209,34 +235,19 @@ mod tests {
     fn run(epoch: i64, state: RunState, output: Option<&str>, error: Option<&str>) -> Run {
         let t = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
         Run {
-            id: epoch,
-            task_id: 1,
-            worker: format!("w{epoch}"),
-            lease_epoch: epoch,
-            claimed_at: t,
-            lease_expires_at: t,
-            heartbeat_at: None,
             finished_at: Some(t),
             output: output.map(str::to_string),
             error: error.map(str::to_string),
-            error_detail: None,
             completion_rows: Some(1),
-            trace_id: None,
             state,
-            cause: None,
-            reclaim_reason: None,
+            ..crate::fixtures::run(epoch, t)
         }
     }
 
     fn effect(epoch: i64) -> Effect {
         Effect {
-            id: epoch,
-            run_id: epoch,
-            task_id: 1,
-            lease_epoch: epoch,
-            kind: "send".into(),
             idempotency_key: "k".into(),
-            created_at: Utc.timestamp_opt(1_800_000_000, 0).unwrap(),
+            ..crate::fixtures::effect(epoch, Utc.timestamp_opt(1_800_000_000, 0).unwrap())
         }
     }
 

@@ -3,14 +3,11 @@
 // and an operator sign in with the login form. The demo fleet keeps writing, so a task can
 // change between the page and the click: the server then refuses with what changed, and these
 // tests retry on a fresh page rather than assume a still world.
-import { test, expect, Page } from "@playwright/test";
+import { test, expect, Page, hydrated } from "./support";
 import * as fs from "node:fs";
 
 const usersURL = process.env.E2E_USERS_URL ?? "http://127.0.0.1:3101";
 
-async function hydrated(page: Page) {
-  await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true", { timeout: 30_000 });
-}
 
 async function signIn(page: Page, user: string, password: string) {
   await page.goto(`${usersURL}/login`);

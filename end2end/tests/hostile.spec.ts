@@ -4,7 +4,7 @@
 // bounded time, render that text inert, and run no injected script — not on load, not in the
 // timeline's SVG and its details line on hover, not in a download link. Prints each page's
 // load time (`hostile-load:`).
-import { test, expect, Page } from "@playwright/test";
+import { test, expect, Page, hydrated } from "./support";
 
 const hostileURL = process.env.E2E_HOSTILE_URL ?? "http://127.0.0.1:3103";
 
@@ -30,7 +30,7 @@ async function pwned(page: Page): Promise<unknown> {
   return page.evaluate(() => (window as unknown as { __pwned?: unknown }).__pwned);
 }
 
-test("every page loads fast and runs no injected script with hostile runner data", async ({ page }) => {
+test("every page loads fast and runs no injected script with hostile runner data", { tag: "@sqlite-fixture" }, async ({ page }) => {
   test.setTimeout(180_000);
   const dialogs: string[] = [];
   page.on("dialog", async (d) => {
@@ -43,7 +43,7 @@ test("every page loads fast and runs no injected script with hostile runner data
   for (const path of PAGES) {
     const started = Date.now();
     await page.goto(`${hostileURL}${path}`);
-    await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true", { timeout: LOAD_BOUND_MS });
+    await hydrated(page, LOAD_BOUND_MS);
     const took = Date.now() - started;
     timings.push(`${path} ${took} ms`);
     expect(took, `${path} hydrated within ${LOAD_BOUND_MS} ms`).toBeLessThan(LOAD_BOUND_MS);
@@ -59,9 +59,9 @@ test("every page loads fast and runs no injected script with hostile runner data
   expect(errors, "no page error").toEqual([]);
 });
 
-test("hostile text is shown as text, cut on lists, whole one click away", async ({ page }) => {
+test("hostile text is shown as text, cut on lists, whole one click away", { tag: "@sqlite-fixture" }, async ({ page }) => {
   await page.goto(`${hostileURL}/tasks/3`);
-  await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true");
+  await hydrated(page);
   // The markup is on the page as characters, not elements.
   await expect(page.getByTestId("task-runs")).toContainText('<script>window.__pwned=1</script>');
   await expect(page.locator("script:text('window.__pwned')")).toHaveCount(0);
@@ -73,7 +73,7 @@ test("hostile text is shown as text, cut on lists, whole one click away", async 
 
   // The Failures list sends a prefix of the 300 000-character token, and links to the whole.
   await page.goto(`${hostileURL}/failures?cause=other`);
-  await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true");
+  await hydrated(page);
   const row = page.getByTestId("runs").locator("tbody tr").first();
   await expect(row.getByTestId("full-text")).toBeVisible();
   const shown = (await row.locator("td.detail").innerText()).length;
@@ -81,7 +81,7 @@ test("hostile text is shown as text, cut on lists, whole one click away", async 
 
   // The task page shows the start of it and the rest on request, without freezing.
   await page.goto(`${hostileURL}/tasks/1`);
-  await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true");
+  await hydrated(page);
   const more = page.getByTestId("show-full-text").first();
   await expect(more).toBeVisible();
   const started = Date.now();

@@ -1,11 +1,7 @@
 // The Leases page (issue 13) against the demo fleet, which runs with `--lease 3s` (see
 // playwright.config.ts): a lease deliberately shorter than some of its runs, so runs outlive it,
 // lose it to another worker, and the page suggests a longer one with the numbers behind it.
-import { test, expect, Page } from "@playwright/test";
-
-async function hydrated(page: Page) {
-  await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true", { timeout: 30_000 });
-}
+import { test, expect, hydrated } from "./support";
 
 const SUGGESTION =
   /^Runs of `[^`]+`( last [0-9.]+ (ms|s|min|h) at p95 and)? hold a 3 s lease: (\d+|under 1) % of finished runs outlive it\. A \d+ s lease( \(or a heartbeat every \d+ (ms|s)\))? would have avoided \d+ of the \d+ lost leases in the last 1 h\.$/;

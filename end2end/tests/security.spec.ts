@@ -1,10 +1,6 @@
 // Security headers in a real browser: every page hydrates under its Content-Security-Policy
 // (a nonce per render, no other inline script), and no page can be framed by another site.
-import { test, expect, Page } from "@playwright/test";
-
-async function hydrated(page: Page) {
-  await expect(page.locator("body")).toHaveAttribute("data-hydrated", "true", { timeout: 30_000 });
-}
+import { test, expect, hydrated } from "./support";
 
 test("every page hydrates under its Content-Security-Policy with nothing blocked", async ({ page }) => {
   const violations: string[] = [];

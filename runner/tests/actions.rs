@@ -4,47 +4,26 @@
 //! preview, the audit trail, and races between many operators acting on one task at once.
 //! Lives in the runner crate because the fencing is only proven by a runner's own writes.
 
+mod common;
+
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use common::{secs, Fixture, LEASE};
 use lastword_core::action::BULK_MAX;
 use lastword_core::{
     ActionKind, ActionOutcome, ActionRequest, Actor, AuditFilter, BulkOutcome, BulkRequeueRequest,
     BulkSelection, Cause, ErrorCause, PageRequest, RefusalCode, RunFilter, Safety, Source, Task, Tokens,
 };
-use lastword_runner::{
-    enqueue, ActionMessage, Finish, Heartbeat, Lease, ManualClock, Outcome, Runner, RunnerConfig,
-};
+use lastword_runner::{enqueue, ActionMessage, Finish, Heartbeat, Lease, Outcome};
 use lastword_store::testing::{exec, scalar};
-use lastword_store::{store_for, Db, NewTask, Store};
-use std::sync::Arc;
-
-const LEASE: i64 = 30;
+use lastword_store::{Db, NewTask};
 
 fn t0() -> DateTime<Utc> {
     Utc.timestamp_opt(1_800_000_000, 250_000_000).unwrap()
 }
 
-fn secs(s: i64) -> Duration {
-    Duration::seconds(s)
-}
-
-struct Fixture {
-    db: Db,
-    clock: ManualClock,
-    store: Arc<dyn Store>,
-}
-
 impl Fixture {
     fn new(db: Db) -> Self {
-        Fixture { store: store_for(db.clone(), Tokens::default()), db, clock: ManualClock::new(t0()) }
-    }
-
-    fn runner(&self, worker: &str) -> Runner {
-        let config = RunnerConfig { lease: secs(LEASE), tokens: Tokens::default() };
-        Runner::new(self.db.clone(), worker, config, Arc::new(self.clock.clone()))
-    }
-
-    fn now(&self) -> DateTime<Utc> {
-        lastword_runner::Clock::now(&self.clock)
+        Fixture::starting_at(db, t0())
     }
 
     /// A queued task; `max_attempts` 1 so a failure makes it dead at once.
@@ -61,10 +40,6 @@ impl Fixture {
             max_attempts,
         };
         enqueue(&self.db, &task, self.now()).await.unwrap()
-    }
-
-    async fn row(&self, id: i64) -> Task {
-        self.store.task(id).await.unwrap().unwrap()
     }
 
     /// Applied actions in the audit trail (refused attempts are counted by [`Self::refusals`]).

@@ -2,16 +2,17 @@
 //! in-memory SQLite, a SQLite file and PostgreSQL (required in CI via
 //! `LASTWORD_REQUIRE_POSTGRES=1`); time comes from a [`ManualClock`], so lease expiry is exact.
 
-use chrono::{DateTime, Duration, TimeZone, Utc};
-use lastword_core::{run_state, Cause, ErrorCause, Run, RunState, Safety, Source, Task, TaskStatus, Tokens};
-use lastword_runner::{
-    enqueue, ActionMessage, BlankMessage, Finish, Heartbeat, Lease, ManualClock, Outcome, Runner,
-    RunnerConfig, RunnerError,
-};
-use lastword_store::{store_for, Db, NewTask, Store};
-use std::sync::Arc;
+mod common;
 
-const LEASE: i64 = 30;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use common::{secs, Fixture, LEASE};
+use lastword_core::{run_state, Cause, ErrorCause, Run, RunState, Safety, Source, TaskStatus, Tokens};
+use lastword_runner::{
+    enqueue, ActionMessage, BlankMessage, Finish, Heartbeat, Lease, Outcome, Runner, RunnerConfig,
+    RunnerError,
+};
+use lastword_store::{store_for, Db, NewTask};
+use std::sync::Arc;
 
 type StateAndCause = (RunState, Option<Cause>);
 
@@ -20,28 +21,9 @@ fn t0() -> DateTime<Utc> {
     Utc.timestamp_opt(1_800_000_000, 123_456_000).unwrap()
 }
 
-fn secs(s: i64) -> Duration {
-    Duration::seconds(s)
-}
-
-struct Fixture {
-    db: Db,
-    clock: ManualClock,
-    store: Arc<dyn Store>,
-}
-
 impl Fixture {
     fn new(db: Db) -> Self {
-        Fixture { store: store_for(db.clone(), Tokens::default()), db, clock: ManualClock::new(t0()) }
-    }
-
-    fn runner(&self, worker: &str) -> Runner {
-        let config = RunnerConfig { lease: secs(LEASE), tokens: Tokens::default() };
-        Runner::new(self.db.clone(), worker, config, Arc::new(self.clock.clone()))
-    }
-
-    fn now(&self) -> DateTime<Utc> {
-        lastword_runner::Clock::now(&self.clock)
+        Fixture::starting_at(db, t0())
     }
 
     async fn task_with(&self, kind: &str, source: Source, safety: Safety, max_attempts: i32) -> i64 {
@@ -57,10 +39,6 @@ impl Fixture {
 
     async fn task(&self, kind: &str) -> i64 {
         self.task_with(kind, Source::Notification, Safety::Idempotent, 3).await
-    }
-
-    async fn row(&self, id: i64) -> Task {
-        self.store.task(id).await.unwrap().expect("task exists")
     }
 
     async fn runs(&self, task_id: i64) -> Vec<Run> {

@@ -10,7 +10,7 @@ use crate::terminal::Shown;
 use anyhow::Context;
 use clap::Args;
 use lastword_core::action::{count_tasks, fmt_time, parse_audit_query};
-use lastword_core::query::parse_bulk_filter;
+use lastword_core::query::query_pairs;
 use lastword_core::{
     ActionKind, ActionOutcome, ActionRequest, Actor, BulkOptions, BulkOutcome, BulkRequeueRequest,
     BulkSelection,
@@ -141,10 +141,6 @@ pub struct AuditArgs {
 
 use lastword_core::write_now as now;
 
-fn pairs(query: &str) -> Vec<(String, String)> {
-    url::form_urlencoded::parse(query.trim_start_matches('?').as_bytes()).into_owned().collect()
-}
-
 fn print_outcome(outcome: &ActionOutcome, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         println!("{}", serde_json::to_string_pretty(outcome)?);
@@ -180,8 +176,8 @@ fn print_outcome(outcome: &ActionOutcome, json: bool) -> anyhow::Result<ExitCode
 pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<ExitCode> {
     let actor = args.who.actor();
     if let Some(query) = &args.filter {
-        let filter = parse_bulk_filter(&pairs(query), now()).map_err(|e| anyhow::anyhow!("--filter: {e}"))?;
-        let selection = BulkSelection::Filter(filter);
+        let selection = BulkSelection::from_request(&query_pairs(query), None, now(), &[])
+            .map_err(|e| anyhow::anyhow!("--filter: {e}"))?;
         let Some(expected) = args.expect else {
             let options = BulkOptions { fence: args.fence, include_deterministic: args.retry_deterministic };
             let preview = store.requeue_preview(&selection, options, now()).await?;
@@ -301,7 +297,8 @@ pub async fn acknowledge(store: &dyn Store, args: AcknowledgeArgs) -> anyhow::Re
 
 /// `lastword audit`: the newest entries first, one line each.
 pub async fn audit(store: &dyn Store, args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let (filter, page) = parse_audit_query(&pairs(&args.query), now()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (filter, page) =
+        parse_audit_query(&query_pairs(&args.query), now()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let page = store.audit(&filter, &page).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&page)?);

@@ -4,20 +4,22 @@
 //! refused or malformed request leaves the database as it was. The store's own rules and races
 //! are tested in `runner/tests/actions.rs`.
 
+mod common;
+
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use chrono::{DateTime, Duration, Utc};
+use common::{credentials, Answer};
 use lastword_core::{ErrorCause, Safety, Source, Task, Tokens};
 use lastword_runner::{enqueue, ActionMessage, Finish, ManualClock, Outcome, Runner, RunnerConfig};
-use lastword_server::auth::users::{hash_password, new_token, Users};
+use lastword_server::auth::users::Users;
 use lastword_server::{router, state::leptos_options, AppState, Auth};
 use lastword_store::testing::scalar;
 use lastword_store::{store_for, Db, NewTask, Store};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use tower::ServiceExt;
+use std::sync::Arc;
 
 /// The lease of the runners that make past failures (on a clock an hour back).
 const LEASE: i64 = 30;
@@ -124,37 +126,12 @@ fn next_suffix() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-struct Answer {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {} {}", self.status, self.body))
-    }
-
-    /// `lastword_session=…` from Set-Cookie, ready for a Cookie header.
-    fn session_cookie(&self) -> Option<String> {
-        self.headers
-            .get_all(header::SET_COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find(|c| c.starts_with("lastword_session="))
-            .map(|c| c.split(';').next().unwrap().to_string())
-    }
-}
-
+/// Sends `request`; no answer here may be a 5xx.
 async fn send(app: &Router, request: Request<Body>) -> Answer {
     let what = format!("{} {}", request.method(), request.uri());
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), 10 << 20).await.unwrap();
-    let body = String::from_utf8_lossy(&bytes).into_owned();
-    assert!(!status.is_server_error(), "{what}: never a 5xx: {status} {body}");
-    Answer { status, headers, body }
+    let answer = common::send(app, request).await;
+    assert!(!answer.status.is_server_error(), "{what}: never a 5xx: {} {}", answer.status, answer.body);
+    answer
 }
 
 fn post_json_builder(uri: &str) -> axum::http::request::Builder {
@@ -523,48 +500,6 @@ async fn compensate_and_uncompensate_a_double_executed_task(db: Db) {
 
 // ---------------------------------------------------------------- 7. users mode
 
-/// The password hashes, made once per test binary (argon2 is slow on purpose).
-fn hashes() -> &'static (String, String) {
-    static HASHES: OnceLock<(String, String)> = OnceLock::new();
-    HASHES.get_or_init(|| (hash_password("alice-pw"), hash_password("vera-pw")))
-}
-
-struct Credentials {
-    operator_token: String,
-    viewer_token: String,
-    toml: String,
-}
-
-fn credentials() -> Credentials {
-    let (alice, vera) = hashes();
-    let (operator_token, operator_sha) = new_token();
-    let (viewer_token, viewer_sha) = new_token();
-    let toml = format!(
-        r#"
-[[user]]
-name = "alice"
-role = "operator"
-password_hash = "{alice}"
-
-[[user]]
-name = "vera"
-role = "viewer"
-password_hash = "{vera}"
-
-[[token]]
-name = "deploy-bot"
-role = "operator"
-sha256 = "{operator_sha}"
-
-[[token]]
-name = "watcher"
-role = "viewer"
-sha256 = "{viewer_sha}"
-"#
-    );
-    Credentials { operator_token, viewer_token, toml }
-}
-
 async fn login(f: &Fixture, user: &str, password: &str) -> String {
     let form = Request::post("/auth/login")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
@@ -619,6 +554,18 @@ async fn users_mode_only_operators_act_and_the_actor_is_the_token_name(db: Db) {
         ))
         .unwrap();
     assert_eq!(f.send(bulk).await.status, StatusCode::FORBIDDEN);
+    // A bulk attempt by filter (no state, no cause: failures only, as on the page), and one
+    // naming only a task that does not exist.
+    let by_filter = post_json_builder("/api/v1/requeue?since=2h")
+        .header(header::AUTHORIZATION, format!("Bearer {}", c.viewer_token))
+        .body(Body::from(json!({"reason": "all of them", "preview_token": "00-1"}).to_string()))
+        .unwrap();
+    assert_eq!(f.send(by_filter).await.status, StatusCode::FORBIDDEN);
+    let made_up = post_json_builder("/api/v1/requeue")
+        .header(header::AUTHORIZATION, format!("Bearer {}", c.viewer_token))
+        .body(Body::from(json!({"reason": "r", "preview_token": "00-1", "task_ids": [987_654]}).to_string()))
+        .unwrap();
+    assert_eq!(f.send(made_up).await.status, StatusCode::FORBIDDEN);
 
     assert_eq!(f.row(id).await, before, "nothing changed");
     assert_eq!(f.audit_count().await, 0);
@@ -628,7 +575,7 @@ async fn users_mode_only_operators_act_and_the_actor_is_the_token_name(db: Db) {
         .body(Body::empty())
         .unwrap();
     let tried = f.send(tried).await.json();
-    let tried: Vec<(String, String, String)> = tried["actions"]
+    let tried: Vec<(String, String, String, String)> = tried["actions"]
         .as_array()
         .unwrap()
         .iter()
@@ -637,14 +584,20 @@ async fn users_mode_only_operators_act_and_the_actor_is_the_token_name(db: Db) {
                 a["actor"].as_str().unwrap().into(),
                 a["via"].as_str().unwrap().into(),
                 a["outcome"].as_str().unwrap().into(),
+                a["reason"].as_str().unwrap().into(),
             )
         })
         .collect();
+    let row = |actor: &str, via: &str, reason: &str| {
+        (actor.to_string(), via.to_string(), "refused:forbidden".to_string(), reason.to_string())
+    };
     assert_eq!(
         tried,
         vec![
-            ("vera".to_string(), "session".to_string(), "refused:forbidden".to_string()),
-            ("watcher".to_string(), "token:watcher".to_string(), "refused:forbidden".to_string()),
+            row("watcher", "token:watcher", "all of them"),
+            row("watcher", "token:watcher", "r"),
+            row("vera", "session", "stuck behind a dead API"),
+            row("watcher", "token:watcher", "stuck behind a dead API"),
         ]
     );
     // A made-up task id leaves no trace (a viewer cannot fill the trail with noise).
@@ -653,7 +606,7 @@ async fn users_mode_only_operators_act_and_the_actor_is_the_token_name(db: Db) {
         .body(Body::from(requeue_body(1)))
         .unwrap();
     assert_eq!(f.send(nowhere).await.status, StatusCode::FORBIDDEN);
-    assert_eq!(scalar(&f.db, "SELECT COUNT(*) FROM operator_actions", &[]).await, 2);
+    assert_eq!(scalar(&f.db, "SELECT COUNT(*) FROM operator_actions", &[]).await, 4);
 
     let operator = f.send(with(header::AUTHORIZATION, &format!("Bearer {}", c.operator_token))).await;
     let body = ok(&operator, "applied");
@@ -837,7 +790,8 @@ async fn bulk_requeue_previews_confirms_and_refuses_a_changed_preview(db: Db) {
     assert_eq!(f.post("/api/v1/requeue?cause=melted", &confirmed.to_string()).await.json()["param"], "cause");
     assert_eq!(f.audit_count().await, 3);
 
-    let answer = ok(&f.post("/api/v1/requeue", &selection).await, "applied");
+    // The query's own flags are no filter: beside task_ids they are a selection still.
+    let answer = ok(&f.post("/api/v1/requeue?include_deterministic=false", &selection).await, "applied");
     assert_eq!(answer["actions"].as_array().unwrap().len(), 1);
     assert_eq!(answer["actions"][0]["task_id"], api_error);
     assert_eq!(answer["actions"][0]["request_id"], Value::Null);

@@ -669,29 +669,6 @@ async fn api_is_503_json_when_the_database_is_gone() {
     assert!(!text.contains("lastword_runs"), "no stale numbers: {text}");
 }
 
-macro_rules! on_every_database {
-    ($($case:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    super::$case(lastword_store::testing::sqlite_memory().await).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    if let Some(db) = lastword_store::testing::postgres(stringify!($case)).await {
-                        super::$case(db).await;
-                    }
-                }
-            )+
-        }
-    };
-}
-
 /// Pages and JSON travel compressed for a browser that accepts brotli or gzip; the live stream
 /// never is (compression would hold its events back); the bundle is revalidated, not guessed.
 async fn responses_are_compressed_except_the_live_stream(db: Db) {
@@ -1007,7 +984,7 @@ async fn lease_histograms_observe_each_finished_run_once(db: Db) {
     has(&text, "lastword_reclaim_latency_seconds_count 1");
 }
 
-on_every_database!(
+lastword_store::on_sqlite_and_postgres!(
     responses_are_compressed_except_the_live_stream,
     lease_histograms_observe_each_finished_run_once,
     leases_show_the_runner_story_and_suggest_a_lease,

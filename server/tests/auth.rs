@@ -4,25 +4,27 @@
 // so the lock only makes the other tests wait; see `serial`).
 #![allow(clippy::await_holding_lock)]
 
+mod common;
+
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{header, Request, StatusCode};
 use axum::routing::post;
 use axum::Router;
+use common::{credentials, form, hashes, send, Answer};
 use lastword_core::Tokens;
 use lastword_server::auth::config::{AuthArgs, AuthMode};
 use lastword_server::auth::host::AllowedHosts;
 use lastword_server::auth::proxy::{header_name, name_list, parse_trusted, ProxyConfig};
 use lastword_server::auth::throttle::LoginLimits;
-use lastword_server::auth::users::{hash_password, new_token, Users};
+use lastword_server::auth::users::Users;
 use lastword_server::{router_with, state::leptos_options, AppState, Auth, RequireOperator};
-use lastword_store::testing::sqlite_memory;
+use lastword_store::testing::{exec, insert_task, scalar, sqlite_memory};
 use lastword_store::{store_for, Db};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
-use tower::ServiceExt;
 
 /// Leptos rendering in tests that run in parallel, each on its own tokio runtime, can hang
 /// (seen: 10 of 40 runs of this binary; 0 of 40 with one test at a time). The server itself
@@ -30,48 +32,6 @@ use tower::ServiceExt;
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The password hashes, made once per test binary (argon2 is slow on purpose).
-fn hashes() -> &'static (String, String) {
-    static HASHES: OnceLock<(String, String)> = OnceLock::new();
-    HASHES.get_or_init(|| (hash_password("alice-pw"), hash_password("vera-pw")))
-}
-
-struct Fixture {
-    operator_token: String,
-    viewer_token: String,
-    toml: String,
-}
-
-fn fixture() -> Fixture {
-    let (alice, vera) = hashes();
-    let (operator_token, operator_sha) = new_token();
-    let (viewer_token, viewer_sha) = new_token();
-    let toml = format!(
-        r#"
-[[user]]
-name = "alice"
-role = "operator"
-password_hash = "{alice}"
-
-[[user]]
-name = "vera"
-role = "viewer"
-password_hash = "{vera}"
-
-[[token]]
-name = "deploy-bot"
-role = "operator"
-sha256 = "{operator_sha}"
-
-[[token]]
-name = "watcher"
-role = "viewer"
-sha256 = "{viewer_sha}"
-"#
-    );
-    Fixture { operator_token, viewer_token, toml }
 }
 
 /// The real router plus `POST /api/v1/test/act`, an operator-only route that counts its runs.
@@ -97,49 +57,8 @@ async fn users_app(db: &Db, toml: &str) -> (Router, Arc<AtomicUsize>) {
     app(db, auth)
 }
 
-struct Answer {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: header::HeaderName) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-
-    /// `lastword_session=…` from Set-Cookie, ready for a Cookie header.
-    fn session_cookie(&self) -> Option<String> {
-        self.headers
-            .get_all(header::SET_COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find(|c| c.starts_with("lastword_session="))
-            .map(|c| c.split(';').next().unwrap().to_string())
-    }
-}
-
-async fn send(app: &Router, request: Request<Body>) -> Answer {
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), 10 << 20).await.unwrap();
-    Answer { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
-}
-
 fn get(uri: &str) -> axum::http::request::Builder {
     Request::get(uri)
-}
-
-fn form(uri: &str, body: &str) -> Request<Body> {
-    Request::post(uri)
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(Body::from(body.to_string()))
-        .unwrap()
 }
 
 async fn login(app: &Router, user: &str, password: &str, next: &str) -> Answer {
@@ -215,7 +134,7 @@ async fn requests_for_a_host_we_do_not_serve_are_refused_in_every_mode() {
     let _serial = serial();
     let db = sqlite_memory().await;
     let allowed = AllowedHosts::new(["dash.example.com"]);
-    let fx = fixture();
+    let fx = credentials();
     let users = Auth::users(Users::parse(&fx.toml).unwrap(), &db).await.unwrap();
     for (mode, auth) in [("local", Auth::local()), ("users", users)] {
         let (app, runs) = app(&db, auth.with_allowed_hosts(allowed.clone()));
@@ -262,7 +181,7 @@ async fn requests_for_a_host_we_do_not_serve_are_refused_in_every_mode() {
 async fn users_mode_without_credentials_is_401_for_the_api_and_the_login_page_for_browsers() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let (app, _) = users_app(&db, &f.toml).await;
 
     let api = send(&app, get("/api/v1/runs").body(Body::empty()).unwrap()).await;
@@ -296,7 +215,7 @@ async fn users_mode_without_credentials_is_401_for_the_api_and_the_login_page_fo
 async fn tokens_viewers_read_operators_act_unknown_ones_are_refused() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let (app, runs) = users_app(&db, &f.toml).await;
     let act = |token: &str| {
         Request::post("/api/v1/test/act")
@@ -359,7 +278,7 @@ async fn tokens_viewers_read_operators_act_unknown_ones_are_refused() {
 async fn a_wrong_password_redirects_back_with_an_error_and_no_session() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let (app, _) = users_app(&db, &fixture().toml).await;
+    let (app, _) = users_app(&db, &credentials().toml).await;
     let wrong = login(&app, "alice", "nope", "/failures").await;
     assert_eq!(wrong.status, StatusCode::SEE_OTHER);
     assert_eq!(wrong.header(header::LOCATION), Some("/login?error=1&next=%2Ffailures"));
@@ -373,7 +292,7 @@ async fn a_wrong_password_redirects_back_with_an_error_and_no_session() {
 async fn login_gives_a_session_that_names_the_user_until_logout() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let (app, _) = users_app(&db, &f.toml).await;
     let ok = login(&app, "alice", "alice-pw", "/failures?worker=w1").await;
     assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
@@ -416,7 +335,7 @@ async fn login_gives_a_session_that_names_the_user_until_logout() {
 async fn a_database_outage_in_users_mode_answers_503_with_the_banner_not_a_logout() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let (app, _) = users_app(&db, &f.toml).await;
     let cookie = login(&app, "alice", "alice-pw", "/").await.session_cookie().unwrap();
     db.close().await;
@@ -457,7 +376,7 @@ async fn login_from(app: &Router, peer: &str, user: &str, password: &str) -> Ans
 async fn sign_in_attempts_are_limited_per_user_name_and_per_source_with_429_and_retry_after() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let limits = LoginLimits {
         per_source_burst: 6,
         per_source_every: Duration::from_secs(60),
@@ -504,7 +423,7 @@ async fn sign_in_attempts_are_limited_per_user_name_and_per_source_with_429_and_
 async fn hash_checks_run_a_bounded_number_at_once_and_the_rest_get_429() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let limits = LoginLimits { concurrent_checks: 1, check_wait: Duration::ZERO, ..LoginLimits::default() };
     let auth = Auth::users(Users::parse(&f.toml).unwrap(), &db).await.unwrap().with_login_limits(limits);
     let (app, _) = app(&db, auth);
@@ -528,7 +447,7 @@ async fn hash_checks_run_a_bounded_number_at_once_and_the_rest_get_429() {
 async fn a_session_ends_at_its_absolute_lifetime_however_active_it_is() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let lifetime = Duration::from_millis(600);
     let auth =
         Auth::users(Users::parse(&f.toml).unwrap(), &db).await.unwrap().with_session_lifetime(lifetime);
@@ -563,7 +482,7 @@ async fn a_session_ends_at_its_absolute_lifetime_however_active_it_is() {
 async fn after_login_only_local_paths_are_followed() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let (app, _) = users_app(&db, &fixture().toml).await;
+    let (app, _) = users_app(&db, &credentials().toml).await;
     for next in ["//evil.example", "https://evil.example/", "/\\evil.example"] {
         let ok = login(&app, "alice", "alice-pw", next).await;
         assert_eq!(ok.status, StatusCode::SEE_OTHER);
@@ -576,7 +495,7 @@ async fn the_cookie_is_secure_when_asked() {
     let _serial = serial();
     let db = sqlite_memory().await;
     let auth =
-        Auth::users(Users::parse(&fixture().toml).unwrap(), &db).await.unwrap().with_cookie_secure(true);
+        Auth::users(Users::parse(&credentials().toml).unwrap(), &db).await.unwrap().with_cookie_secure(true);
     let (app, _) = app(&db, auth);
     let ok = login(&app, "alice", "alice-pw", "/").await;
     assert!(ok.header(header::SET_COOKIE).unwrap().contains("Secure"));
@@ -586,7 +505,7 @@ async fn the_cookie_is_secure_when_asked() {
 async fn sessions_are_shared_between_servers_and_end_when_the_user_is_removed() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let (first, _) = users_app(&db, &f.toml).await;
     let (second, _) = users_app(&db, &f.toml).await;
     let cookie = login(&first, "vera", "vera-pw", "/").await.session_cookie().unwrap();
@@ -607,7 +526,7 @@ async fn sessions_are_shared_between_servers_and_end_when_the_user_is_removed() 
 async fn a_viewer_session_may_not_act() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let (app, runs) = users_app(&db, &fixture().toml).await;
+    let (app, runs) = users_app(&db, &credentials().toml).await;
     let cookie = login(&app, "vera", "vera-pw", "/").await.session_cookie().unwrap();
     let act = Request::post("/api/v1/test/act")
         .header(header::COOKIE, &cookie)
@@ -631,6 +550,33 @@ async fn a_viewer_session_may_not_act() {
     let answer = send(&app, act).await;
     assert_eq!(answer.status, StatusCode::FORBIDDEN, "{}", answer.body);
     assert!(answer.body.contains("viewer vera may not act"), "{}", answer.body);
+
+    // The page's bulk re-queue too, and the attempt is on the record for the task it names.
+    let dead = insert_task(&db, "reply", "idempotent", chrono::Utc::now()).await;
+    exec(&db, "UPDATE tasks SET status = 'dead', lease_epoch = 1 WHERE id = $1", &[dead.into()]).await;
+    let bulk = Request::post("/api/fn/bulk_requeue")
+        .header(header::COOKIE, &cookie)
+        .header("sec-fetch-site", "same-origin")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(
+            serde_json::json!({"query": null, "request": {"reason": "all of it", "preview_token": "00-1", "task_ids": [dead]}})
+                .to_string(),
+        ))
+        .unwrap();
+    let answer = send(&app, bulk).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN, "{}", answer.body);
+    let recorded = scalar(
+        &db,
+        "SELECT COUNT(*) FROM operator_actions WHERE task_id = $1 AND actor = 'vera' AND via = 'session' \
+         AND outcome = 'refused:forbidden' AND reason = 'all of it' AND epoch_after = 1",
+        &[dead.into()],
+    )
+    .await;
+    assert_eq!(recorded, 1, "the viewer's bulk attempt is audited");
+    assert_eq!(
+        scalar(&db, "SELECT COUNT(*) FROM tasks WHERE id = $1 AND status = 'dead'", &[dead.into()]).await,
+        1
+    );
 }
 
 // ---------------------------------------------------------------- cross-site protection
@@ -640,7 +586,7 @@ async fn cross_site_writes_with_a_valid_session_are_refused_before_the_handler_r
     let _serial = serial();
     let db = sqlite_memory().await;
     // Served as dash.internal (started with --allowed-host dash.internal).
-    let auth = Auth::users(Users::parse(&fixture().toml).unwrap(), &db).await.unwrap();
+    let auth = Auth::users(Users::parse(&credentials().toml).unwrap(), &db).await.unwrap();
     let (app, runs) = app(&db, auth.with_allowed_hosts(AllowedHosts::new(["dash.internal"])));
     let cookie = login(&app, "alice", "alice-pw", "/").await.session_cookie().unwrap();
     let act = |headers: &[(&str, &str)]| {
@@ -760,7 +706,7 @@ async fn proxy_mode_believes_trusted_peers_only_and_maps_roles() {
 async fn proxy_mode_also_takes_tokens_from_a_users_file() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let (app, _) = app(&db, proxy_auth(Some(Users::parse(&f.toml).unwrap())));
     let mut request = from_peer("192.168.7.7:5555", "/api/v1/me", None, None);
     request.headers_mut().insert(header::AUTHORIZATION, bearer(&f.viewer_token).parse().unwrap());
@@ -773,7 +719,7 @@ async fn proxy_mode_also_takes_tokens_from_a_users_file() {
 async fn proxy_mode_believes_a_user_header_sent_once_and_lets_the_proxy_pass_its_own_authorization() {
     let _serial = serial();
     let db = sqlite_memory().await;
-    let f = fixture();
+    let f = credentials();
     let (app, runs) = app(&db, proxy_auth(Some(Users::parse(&f.toml).unwrap())));
 
     // A client's own X-Forwarded-User passed along beside the proxy's: nobody.
@@ -821,7 +767,7 @@ async fn users_files_are_validated_at_start() {
         let db = db.clone();
         async move { args.build(addr, &db).await.map(|_| ()).map_err(|e| format!("{e:#}")) }
     };
-    let good = fixture().toml;
+    let good = credentials().toml;
     assert_eq!(build(&good).await, Ok(()));
     let errors = [
         (good.replace("role = \"viewer\"", "role = \"admin\""), "unknown role \"admin\""),

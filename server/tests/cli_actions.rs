@@ -82,8 +82,12 @@ async fn requeue_applies_once_and_a_stale_epoch_exits_3(db: Db) {
         ..requeue_args(None, None)
     };
     let selection = lastword_core::BulkSelection::Filter(
-        lastword_core::query::parse_bulk_filter(&[("cause".into(), "timeout".into())], chrono::Utc::now())
-            .unwrap(),
+        lastword_core::query::parse_bulk_filter(
+            &[("cause".into(), "timeout".into())],
+            chrono::Utc::now(),
+            &[],
+        )
+        .unwrap(),
     );
     let preview = store
         .requeue_preview(&selection, lastword_core::BulkOptions::default(), chrono::Utc::now())

@@ -141,6 +141,37 @@ async fn server_function_errors_carry_their_status() {
     assert!(body.contains("database unavailable"), "{body}");
 }
 
+/// The live timeline's merge reads runs by id: a batch's rows in the page's compact shape, and
+/// a batch over the cap refused as bad input (the page then fetches the window instead).
+#[tokio::test]
+async fn the_timeline_reads_a_batch_of_runs_by_id_and_refuses_too_many() {
+    use lastword_store::testing::scalar;
+    let _serial = serial();
+    let db = sqlite_memory().await;
+    let now = chrono::Utc::now();
+    let task = insert_task(&db, "reply", "idempotent", now).await;
+    let run = scalar(
+        &db,
+        "INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at) \
+         VALUES ($1, 'w1', 1, $2, $2) RETURNING id",
+        &[task.into(), now.into()],
+    )
+    .await;
+    let (app, _db) = app_on(db).await;
+    let form = "application/x-www-form-urlencoded";
+    let (status, body) = call(&app, "timeline_runs", form, &format!("ids[0]={run}&ids[1]=999999")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "unknown ids are left out: {body}");
+    assert_eq!((runs[0]["i"].as_i64(), runs[0]["w"].as_str()), (Some(run), Some("w1")), "{body}");
+    let too_many: Vec<String> =
+        (0..=lastword_core::TIMELINE_RUNS_CAP).map(|i| format!("ids[{i}]={i}")).collect();
+    let (status, body) = call(&app, "timeline_runs", form, &too_many.join("&")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("ids: at most 500"), "{body}");
+}
+
 /// Every link that carries runner data encodes it: a worker named like a query string links
 /// to a filter on exactly that worker, never to one it rewrote (`state=acted`).
 #[tokio::test]
@@ -248,7 +279,9 @@ async fn runs_with_a_trace_id_link_to_their_trace() {
     let plain = router(AppState::new(leptos_options(), store));
     let (_, html) = get(&plain, &format!("/tasks/{traced}")).await;
     assert!(!html.contains(r#"data-testid="trace-link""#), "no template, no link");
-    assert!(html.contains("<code>4bf92f3577b34da6a3ce929d0e0e4736</code>"), "the id, to copy: {html}");
+    // The id in a <code> of its own (what follows it is the element's end, or the hydration
+    // marker the server renders after text, as the shipped build does).
+    assert!(html.contains("<code>4bf92f3577b34da6a3ce929d0e0e4736<"), "the id, to copy: {html}");
     let (status, json) = get(&plain, &format!("/api/v1/tasks/{traced}")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(json.contains(r#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#), "{json}");

@@ -347,31 +347,7 @@ async fn a_message_in_flight_when_its_server_crashed_is_sent_again_or_resolved(d
     assert_eq!(firing["incidents"][0]["delivery"], format!("lw-{kept_delivery}"), "{firing}");
 }
 
-macro_rules! on_every_database {
-    ($($case:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    super::$case(lastword_store::testing::sqlite_memory().await).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    if let Some(db) = lastword_store::testing::postgres(stringify!($case)).await {
-                        super::$case(db.clone()).await;
-                        lastword_store::testing::discard_postgres(db).await;
-                    }
-                }
-            )+
-        }
-    };
-}
-
-on_every_database!(
+lastword_store::on_sqlite_and_postgres!(
     one_message_per_incident_through_restarts_cooldowns_and_retries,
     a_receiver_that_refuses_is_given_up_and_a_lost_lease_of_an_unsafe_task_pages,
     a_message_in_flight_when_its_server_crashed_is_sent_again_or_resolved,

@@ -287,26 +287,16 @@ pub(crate) fn where_clause(conds: &[String]) -> String {
 }
 
 /// The columns of a [`RunListRow`](crate::rows::RunListRow), from `runs r JOIN tasks t`, with
-/// texts cut to `prefix` characters.
-fn run_list_select(d: &Dialect, prefix: usize, reclaim: WithReclaim) -> String {
-    let reason = match reclaim {
-        WithReclaim::Yes => format!(", {RECLAIM_REASON_SQL} AS reclaim_reason"),
-        WithReclaim::No => String::new(),
-    };
+/// texts cut to `prefix` characters. Every list row carries its re-claim reason (up to three
+/// index probes per row, paid only for the rows returned: a page, or the timeline's window),
+/// so the run list, the task page and the timeline's connectors name re-claims by one rule.
+fn run_list_select(d: &Dialect, prefix: usize) -> String {
     format!(
-        "SELECT {}, {} AS state{reason}, t.kind, t.source, t.safety FROM runs r JOIN tasks t ON t.id = r.task_id",
+        "SELECT {}, {} AS state, {RECLAIM_REASON_SQL} AS reclaim_reason, t.kind, t.source, t.safety \
+         FROM runs r JOIN tasks t ON t.id = r.task_id",
         crate::rows::run_list_columns(prefix),
         d.state_sql
     )
-}
-
-/// Whether a run list selects [`RECLAIM_REASON_SQL`]: a page of the list does (up to three index
-/// probes per row); the timeline, up to `TIMELINE_CAP` runs, draws its connectors from the runs
-/// it has and does not pay for them.
-#[derive(Clone, Copy)]
-enum WithReclaim {
-    Yes,
-    No,
 }
 
 /// One keyset page, newest claim first; fetches `limit + 1` rows to know whether a next page
@@ -332,7 +322,7 @@ pub(crate) fn list_runs(
     let limit = buf.arg(Value::I64(i64::from(page.limit) + 1));
     let sql = format!(
         "{}{} ORDER BY r.claimed_at DESC, r.id DESC LIMIT {limit}",
-        run_list_select(d, lastword_core::LIST_TEXT_PREFIX, WithReclaim::Yes),
+        run_list_select(d, lastword_core::LIST_TEXT_PREFIX),
         where_clause(&conds)
     );
     buf.push(&sql);
@@ -513,7 +503,21 @@ pub(crate) fn timeline(
         "{} WHERE r.claimed_at <= {u} AND (r.claimed_at >= {s} OR r.finished_at >= {s} \
            OR (r.finished_at IS NULL AND r.lease_expires_at >= {s})) \
          ORDER BY r.claimed_at DESC, r.id DESC LIMIT {cap}",
-        run_list_select(d, lastword_core::TIMELINE_TEXT_PREFIX, WithReclaim::No)
+        run_list_select(d, lastword_core::TIMELINE_TEXT_PREFIX)
+    );
+    buf.push(&sql);
+    buf
+}
+
+/// The timeline's rows of the runs `ids` (those a live batch named), for merging into the
+/// window the browser already has instead of fetching it again.
+pub(crate) fn timeline_runs(d: &Dialect, ids: &[i64], now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
+    let mut buf = SqlBuf::with_state_params(now, tokens);
+    let placeholders: Vec<String> = ids.iter().map(|id| buf.arg(Value::I64(*id))).collect();
+    let sql = format!(
+        "{} WHERE r.id IN ({}) ORDER BY r.id",
+        run_list_select(d, lastword_core::TIMELINE_TEXT_PREFIX),
+        placeholders.join(", ")
     );
     buf.push(&sql);
     buf

@@ -204,6 +204,21 @@ macro_rules! impl_store {
             }
 
             #[tracing::instrument(skip(self), err)]
+            async fn timeline_runs(
+                &self,
+                ids: &[i64],
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Vec<lastword_core::RunListItem>, $crate::StoreError> {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let buf = $crate::queries::timeline_runs(&dialect::DIALECT, ids, now, &self.tokens);
+                let query = sqlx::query_as::<_, $crate::rows::RunListRow>(&buf.sql);
+                let rows = $crate::queries::bind_values!(query, &buf.args).fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+
+            #[tracing::instrument(skip(self), err)]
             async fn timeline(
                 &self,
                 since: chrono::DateTime<chrono::Utc>,
@@ -251,6 +266,7 @@ macro_rules! impl_store {
                     effects.into_iter().map(Into::into).collect(),
                     audit.into_iter().map(Into::into).collect(),
                     &self.tokens,
+                    now,
                 )))
             }
 

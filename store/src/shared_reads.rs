@@ -323,6 +323,17 @@ impl Store for SharedReads {
         .await
     }
 
+    async fn timeline_runs(
+        &self,
+        ids: &[i64],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<lastword_core::RunListItem>, StoreError> {
+        // Every open timeline asks for the same batch's runs: one read per batch. A keyed
+        // lookup of a few hundred rows at most, so it takes no heavy-read turn.
+        self.shared(&self.caches.timeline, "timeline_runs", (ids, now), || self.reads.timeline_runs(ids, now))
+            .await
+    }
+
     async fn task_detail(&self, id: i64, now: DateTime<Utc>) -> Result<Option<TaskDetail>, StoreError> {
         self.shared(&self.caches.task_detail, "task_detail", (id, now), || self.reads.task_detail(id, now))
             .await

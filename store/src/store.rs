@@ -99,6 +99,10 @@ pub trait Store: Send + Sync + 'static {
         until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<RunListItem>, StoreError>;
+    /// The timeline's rows of the runs `ids`, by id: what the live timeline merges in for the
+    /// runs a batch of changes named, instead of fetching its window again. Callers bound the
+    /// list (`lastword_core::TIMELINE_RUNS_CAP`); ids that name no run are left out.
+    async fn timeline_runs(&self, ids: &[i64], now: DateTime<Utc>) -> Result<Vec<RunListItem>, StoreError>;
     /// A task with its runs, effects, audit trail and double-execution flags.
     async fn task_detail(&self, id: i64, now: DateTime<Utc>) -> Result<Option<TaskDetail>, StoreError>;
 
@@ -126,6 +130,45 @@ pub trait Store: Send + Sync + 'static {
         code: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
+    /// Records a bulk re-queue refused before the store decided (a viewer's 403) as an
+    /// operator's refused bulk attempt is recorded: one `refused:<code>` row per task the
+    /// selection would re-queue now, so "who tried what" has an answer task by task. Returns
+    /// the rows written: none for a selection too broad to apply (as for an operator, whose
+    /// too-many refusal re-queues and records nothing), at most [`lastword_core::action::BULK_MAX`].
+    async fn record_bulk_refusal(
+        &self,
+        selection: &BulkSelection,
+        request: &BulkRequeueRequest,
+        actor: &Actor,
+        code: &str,
+        now: DateTime<Utc>,
+    ) -> Result<usize, StoreError> {
+        if matches!(selection, BulkSelection::Tasks(ids) if ids.len() > lastword_core::action::BULK_MAX) {
+            return Ok(0);
+        }
+        let options = lastword_core::BulkOptions {
+            fence: request.fence,
+            include_deterministic: request.include_deterministic,
+        };
+        let preview = self.requeue_preview(selection, options, now).await?;
+        if preview.too_many {
+            return Ok(0);
+        }
+        let tried = ActionRequest {
+            reason: request.reason.clone(),
+            fence: request.fence,
+            retry_deterministic: request.include_deterministic,
+            ..ActionRequest::default()
+        }
+        .as_recorded_refusal();
+        let mut written = 0;
+        for task in &preview.tasks {
+            if self.record_refusal(task.id, ActionKind::Requeue, &tried, actor, code, now).await? {
+                written += 1;
+            }
+        }
+        Ok(written)
+    }
     /// What a bulk re-queue of `selection` would do now (read only), taking what `options`
     /// says beyond the default (live leases, deterministic failures).
     async fn requeue_preview(

@@ -261,6 +261,34 @@ macro_rules! on_every_backend {
     };
 }
 
+/// [`on_every_backend!`] without the SQLite file: in-memory SQLite and PostgreSQL, for suites
+/// whose cases are slow (a fleet, a server) and whose SQLite behaviour does not depend on WAL
+/// or on several connections.
+#[macro_export]
+macro_rules! on_sqlite_and_postgres {
+    ($($case:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case($crate::testing::sqlite_memory().await).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    if let Some(db) = $crate::testing::postgres(stringify!($case)).await {
+                        super::$case(db.clone()).await;
+                        $crate::testing::discard_postgres(db).await;
+                    }
+                }
+            )+
+        }
+    };
+}
+
 /// A PostgreSQL cluster of a test's own (`initdb` + `pg_ctl` in a temporary directory, on a
 /// free loopback port), for tests that stop the database: never the machine's shared server.
 /// As root, the server binaries run as the `postgres` user (`initdb` refuses root). Stopped and

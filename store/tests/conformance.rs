@@ -795,9 +795,24 @@ async fn timeline_returns_runs_overlapping_the_window(db: Db) {
     assert_eq!(ids(&runs), vec![inside, running, ended_inside, lapsed], "by worker, then claim");
     assert_eq!(runs[1].run.state, RunState::Running);
     assert_eq!(runs[3].run.state, RunState::Silent);
+    // Each row says why it re-claimed its task, by the run list's rule: the page draws its
+    // links from this. Epoch 5 on `c` never finished and `c` claimed again: stalled.
+    let reasons: Vec<_> = runs.iter().map(|r| r.run.reclaim_reason).collect();
+    use lastword_core::ReclaimReason::{Retry, StalledWorker};
+    assert_eq!(reasons, vec![Some(Retry), Some(Retry), None, Some(StalledWorker)]);
     // A window in the past.
     let runs = s.timeline(m(19), m(17), now).await.unwrap();
     assert_eq!(runs.iter().map(|r| r.run.lease_epoch).collect::<Vec<_>>(), vec![2, 6], "{runs:?}");
+
+    // The rows of a live batch's runs, by id (unknown ids left out): the same rows as the
+    // window's, so a merged picture equals a fetched one.
+    let window = s.timeline(since, now, now).await.unwrap();
+    let batch = s.timeline_runs(&[lapsed, running, i64::MAX], now).await.unwrap();
+    assert_eq!(ids(&batch), vec![running, lapsed], "by id");
+    for row in &batch {
+        assert_eq!(Some(row), window.iter().find(|w| w.run.id == row.run.id));
+    }
+    assert!(s.timeline_runs(&[], now).await.unwrap().is_empty());
 }
 
 async fn task_detail_assembles_the_story(db: Db) {

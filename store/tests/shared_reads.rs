@@ -4,7 +4,9 @@
 //! backend.
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use lastword_core::{ActionKind, ActionRequest, PageRequest, RunFilter, Tokens, LIST_TEXT_PREFIX};
+use lastword_core::{
+    ActionKind, ActionOutcome, ActionRequest, PageRequest, RunFilter, Tokens, LIST_TEXT_PREFIX,
+};
 use lastword_store::shared_reads::VersionSource;
 use lastword_store::testing::{exec, insert_task, scalar, sqlite_memory};
 use lastword_store::{store_for, Db, SharedReads, Store};
@@ -92,21 +94,25 @@ async fn no_version_means_no_sharing_and_actions_invalidate(db: Db) {
     assert_eq!(shared.task(task).await.unwrap().unwrap().status, "completed");
     assert_eq!(shared.task(task).await.unwrap().unwrap().status, "completed");
     assert_eq!(counts(&shared), (3, 1));
+    requeue_at_epoch_1(&shared, task, "shared-reads-requeue").await.expect("the task");
+    // Same version (the hub has not seen the write yet), yet the answer is fresh.
+    assert_eq!(shared.task(task).await.unwrap().unwrap().status, "queued");
+}
+
+/// alice re-queues `task`, which she saw at epoch 1, through `store`.
+async fn requeue_at_epoch_1(store: &dyn Store, task: i64, request_id: &str) -> Option<ActionOutcome> {
     let request = ActionRequest {
-        reason: "API recovered".into(),
+        reason: "the API recovered".into(),
         expected_epoch: Some(1),
-        request_id: Some("shared-reads-requeue".into()),
+        request_id: Some(request_id.into()),
         ..ActionRequest::default()
     }
     .validate(ActionKind::Requeue)
     .unwrap();
-    shared
+    store
         .act(task, ActionKind::Requeue, &request, &lastword_core::Actor::new("alice", "local"), now())
         .await
         .unwrap()
-        .unwrap();
-    // Same version (the hub has not seen the write yet), yet the answer is fresh.
-    assert_eq!(shared.task(task).await.unwrap().unwrap().status, "queued");
 }
 
 // A replica serves the shared reads; the action goes to the primary.
@@ -124,19 +130,7 @@ async fn a_replica_serves_the_reads_and_the_primary_the_actions(primary: Db) {
         .await
         .unwrap();
     assert_eq!(page.runs[0].run.output.as_deref(), Some("on the replica"));
-    let request = ActionRequest {
-        reason: "again".into(),
-        expected_epoch: Some(1),
-        request_id: Some("replica-requeue".into()),
-        ..ActionRequest::default()
-    }
-    .validate(ActionKind::Requeue)
-    .unwrap();
-    shared
-        .act(task, ActionKind::Requeue, &request, &lastword_core::Actor::new("alice", "local"), now())
-        .await
-        .unwrap()
-        .expect("the primary's task");
+    requeue_at_epoch_1(&shared, task, "replica-requeue").await.expect("the primary's task");
     let audited = scalar(&primary, "SELECT COUNT(*) FROM operator_actions", &[]).await;
     let on_replica = scalar(&replica, "SELECT COUNT(*) FROM operator_actions", &[]).await;
     assert_eq!((audited, on_replica), (1, 0));

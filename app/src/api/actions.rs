@@ -22,26 +22,43 @@ mod ssr {
     use crate::api::ssr::{bad_input, refuse};
     use leptos::prelude::ServerFnError;
 
-    /// The signed-in operator, or why not (401 nobody, 403 a viewer). A viewer's attempt on a
-    /// task is written to the audit trail as refused (`task`: the task and what was tried).
-    pub async fn operator(
-        task: Option<(i64, lastword_core::ActionKind, &lastword_core::ActionRequest)>,
-    ) -> Result<lastword_core::Principal, ServerFnError> {
+    /// What a viewer tried, for the audit trail.
+    pub enum Attempt<'a> {
+        /// One action on one task.
+        Task(i64, lastword_core::ActionKind, &'a lastword_core::ActionRequest),
+        /// A bulk re-queue: its selection (the page's filter or a selection) and request.
+        Bulk(Option<String>, &'a lastword_core::BulkRequeueRequest),
+    }
+
+    /// The signed-in operator, or why not (401 nobody, 403 a viewer). A viewer's attempt is
+    /// written to the audit trail as refused, task by task.
+    pub async fn operator(attempt: Attempt<'_>) -> Result<lastword_core::Principal, ServerFnError> {
         match crate::auth::current_principal() {
             Some(p) if p.can_act() => Ok(p),
             Some(p) => {
-                if let (Some((id, kind, request)), Ok(store)) = (task, crate::api::ssr::store()) {
-                    let request = request.as_recorded_refusal();
-                    if let Err(e) =
-                        store.record_refusal(id, kind, &request, &p.actor(), "forbidden", now()).await
-                    {
-                        tracing::error!(error = %e, task = id, "recording a viewer's refused attempt failed");
+                if let Ok(store) = crate::api::ssr::store() {
+                    let recorded = match attempt {
+                        Attempt::Task(id, kind, request) => {
+                            let request = request.as_recorded_refusal();
+                            store
+                                .record_refusal(id, kind, &request, &p.actor(), "forbidden", now())
+                                .await
+                                .map(|_| ())
+                        }
+                        Attempt::Bulk(query, request) => match selection(query, request.task_ids.clone()) {
+                            Ok(selection) => store
+                                .record_bulk_refusal(&selection, request, &p.actor(), "forbidden", now())
+                                .await
+                                .map(|_| ()),
+                            // An unreadable filter selects nothing to record.
+                            Err(_) => Ok(()),
+                        },
+                    };
+                    if let Err(e) = recorded {
+                        tracing::error!(error = %e, "recording a viewer's refused attempt failed");
                     }
                 }
-                Err(refuse(
-                    http::StatusCode::FORBIDDEN,
-                    format!("viewer {} may not act; operator role required", p.name),
-                ))
+                Err(refuse(http::StatusCode::FORBIDDEN, lastword_core::auth::viewer_may_not_act(&p.name)))
             }
             None => Err(refuse(http::StatusCode::UNAUTHORIZED, "sign in to act")),
         }
@@ -49,18 +66,15 @@ mod ssr {
 
     pub use lastword_core::write_now as now;
 
-    /// A run filter from the failures page's query string (paging ignored).
+    /// What a bulk request selects: the failures page's query string or the ticked tasks
+    /// ([`lastword_core::BulkSelection::from_request`], as at the API and the CLI).
     pub fn selection(
         query: Option<String>,
         task_ids: Option<Vec<i64>>,
     ) -> Result<lastword_core::BulkSelection, ServerFnError> {
-        if let Some(ids) = task_ids {
-            return Ok(lastword_core::BulkSelection::Tasks(ids));
-        }
         let pairs = super::super::ssr::query_pairs(query.as_deref().unwrap_or_default());
-        let filter =
-            lastword_core::query::parse_bulk_filter(&pairs, now()).map_err(|e| bad_input(e.to_string()))?;
-        Ok(lastword_core::BulkSelection::Filter(filter))
+        lastword_core::BulkSelection::from_request(&pairs, task_ids, now(), &[])
+            .map_err(|e| bad_input(e.to_string()))
     }
 }
 
@@ -71,7 +85,7 @@ pub async fn act_on_task(
     kind: ActionKind,
     request: ActionRequest,
 ) -> Result<ActionOutcome, ServerFnError> {
-    let actor = ssr::operator(Some((task_id, kind, &request))).await?;
+    let actor = ssr::operator(ssr::Attempt::Task(task_id, kind, &request)).await?;
     let request = request.validate(kind).map_err(|e| super::ssr::bad_input(e.to_string()))?;
     let store = super::ssr::store()?;
     store
@@ -99,7 +113,7 @@ pub async fn bulk_requeue(
     query: Option<String>,
     request: BulkRequeueRequest,
 ) -> Result<BulkOutcome, ServerFnError> {
-    let actor = ssr::operator(None).await?;
+    let actor = ssr::operator(ssr::Attempt::Bulk(query.clone(), &request)).await?;
     let request = request.validate().map_err(|e| super::ssr::bad_input(e.to_string()))?;
     let selection = ssr::selection(query, request.task_ids.clone())?;
     let store = super::ssr::store()?;

@@ -60,8 +60,5 @@ pub(crate) mod ssr {
         }
     }
 
-    /// A URL query string (`a=1&b=2`, with or without the leading `?`) as decoded pairs.
-    pub fn query_pairs(query: &str) -> Vec<(String, String)> {
-        url::form_urlencoded::parse(query.trim_start_matches('?').as_bytes()).into_owned().collect()
-    }
+    pub use lastword_core::query::query_pairs;
 }

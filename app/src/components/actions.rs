@@ -7,8 +7,8 @@
 //! updates while a confirmation is open, so the epoch it submits is the one on screen.
 
 use crate::api::actions::act_on_task;
-use lastword_core::action::{lease_live, requeue_changes};
-use lastword_core::{ActionKind, ActionOutcome, ActionRequest, AttentionKind, RunState, TaskDetail};
+use lastword_core::action::{lease_live, requeue_changes, MAX_REASON, MAX_REFERENCE};
+use lastword_core::{ActionKind, ActionOutcome, ActionRequest, AttentionKind, TaskDetail};
 use leptos::prelude::*;
 
 /// What the last action said, shown above the task until the next one.
@@ -80,6 +80,16 @@ pub fn new_request_id(kind: ActionKind) -> String {
     format!("ui-{}-{nonce}", kind.as_str())
 }
 
+/// A checkbox bound to `checked`: the explicit "yes, I mean it" a risky action asks for
+/// (fence a live holder, re-run a deterministic failure, repeat an unsafe task's effects).
+#[component]
+pub fn Checkbox(checked: RwSignal<bool>, #[prop(optional)] testid: Option<&'static str>) -> impl IntoView {
+    view! {
+        <input type="checkbox" data-testid=testid prop:checked=move || checked.get()
+            on:change=move |ev| checked.set(event_target_checked(&ev)) />
+    }
+}
+
 /// The feedback line, above the task.
 #[component]
 pub fn ActionFeedback(ui: ActionUi) -> impl IntoView {
@@ -115,14 +125,12 @@ pub fn TaskActions(
 ) -> impl IntoView {
     let task = detail.task.clone();
     let task_id = task.id;
-    let now = chrono::Utc::now();
-    let live = lease_live(&task.status, task.owner.as_deref(), task.lease_expires_at, now);
+    // As of the read, not the wall clock: the server's HTML and the hydrated page must agree on
+    // whether a re-queue has to fence a live holder (the server decides again when it applies).
+    let live = lease_live(&task.status, task.owner.as_deref(), task.lease_expires_at, detail.as_of);
     let is_unsafe = task.safety == "unsafe";
     let compensated = task.compensated_at.is_some();
-    let lost_effect = detail.runs.iter().any(|r| {
-        r.state == RunState::LostLease && detail.effects.iter().any(|e| e.lease_epoch == r.lease_epoch)
-    });
-    let compensable = !compensated && (detail.double_execution || lost_effect);
+    let compensable = !compensated && detail.compensable();
 
     let action = Action::new(move |(kind, request): &(ActionKind, ActionRequest)| {
         act_on_task(task_id, *kind, request.clone())
@@ -247,8 +255,7 @@ pub fn TaskActions(
                                 </ul>
                                 {needs_fence.then(|| view! {
                                     <label class="fence" data-testid="fence-choice">
-                                        <input type="checkbox" data-testid="fence" prop:checked=move || ui.fence.get()
-                                            on:change=move |ev| ui.fence.set(event_target_checked(&ev)) />
+                                        <Checkbox checked=ui.fence testid="fence" />
                                         {format!(
                                             " Fence {owner}: it holds a live lease until {expires} (epoch {epoch}). Its heartbeat and final write will be rejected; anything it does after that is a lost-lease completion."
                                         )}
@@ -258,8 +265,7 @@ pub fn TaskActions(
                                     <div class="banner banner-warn" data-testid="deterministic-warning">
                                         <strong>{format!("The last run failed with {}: a re-run of the same input fails the same way.", cause.as_str())}</strong>
                                         <label>
-                                            <input type="checkbox" data-testid="retry-deterministic" prop:checked=move || ui.retry_deterministic.get()
-                                                on:change=move |ev| ui.retry_deterministic.set(event_target_checked(&ev)) />
+                                            <Checkbox checked=ui.retry_deterministic testid="retry-deterministic" />
                                             " The cause is fixed (smaller input, larger context): re-queue anyway"
                                         </label>
                                     </div>
@@ -280,8 +286,7 @@ pub fn TaskActions(
                                             }.into_any()
                                         }}
                                         <label>
-                                            <input type="checkbox" data-testid="unsafe-ack" prop:checked=move || ui.unsafe_ack.get()
-                                                on:change=move |ev| ui.unsafe_ack.set(event_target_checked(&ev)) />
+                                            <Checkbox checked=ui.unsafe_ack testid="unsafe-ack" />
                                             " I understand these effects may run again"
                                         </label>
                                     </div>
@@ -293,7 +298,7 @@ pub fn TaskActions(
                                 <p>"Records that the duplicate effect was compensated: the task leaves the needs-attention lists and shows who did it, when and why."</p>
                                 <label class="field">
                                     "Reference (ticket, refund id) — optional"
-                                    <input type="text" data-testid="reference" maxlength="200" prop:value=move || ui.reference.get()
+                                    <input type="text" data-testid="reference" maxlength=MAX_REFERENCE prop:value=move || ui.reference.get()
                                         on:input=move |ev| ui.reference.set(event_target_value(&ev)) />
                                 </label>
                             }
@@ -331,7 +336,7 @@ pub fn TaskActions(
                         } else {
                             "Reason (required, goes to the audit trail)"
                         }}
-                        <textarea data-testid="reason" required=true maxlength="2000" rows="2" prop:value=move || ui.reason.get()
+                        <textarea data-testid="reason" required=true maxlength=MAX_REASON rows="2" prop:value=move || ui.reason.get()
                             on:input=move |ev| ui.reason.set(event_target_value(&ev))></textarea>
                     </label>
                     <div class="action-buttons">

@@ -5,8 +5,8 @@
 //! the server re-checks both in the applying transaction and refuses if the set moved.
 
 use crate::api::actions::{bulk_requeue, requeue_preview};
-use crate::components::actions::new_request_id;
-use lastword_core::action::count_tasks;
+use crate::components::actions::{new_request_id, Checkbox};
+use lastword_core::action::{count_tasks, MAX_REASON};
 use lastword_core::{ActionKind, BulkOptions, BulkOutcome, BulkPreview, BulkRequeueRequest};
 use leptos::prelude::*;
 
@@ -154,7 +154,7 @@ fn PreviewBody(
                 let holders: Vec<String> = live.iter().map(|t| format!("#{} ({})", t.id, t.owner.clone().unwrap_or_default())).collect();
                 view! {
                     <label class="fence" data-testid="bulk-fence">
-                        <input type="checkbox" prop:checked=move || fence.get() on:change=move |ev| fence.set(event_target_checked(&ev)) />
+                        <Checkbox checked=fence />
                         {format!(" Also fence {} tasks held by a live lease: {}", holders.len(), holders.join(", "))}
                     </label>
                 }
@@ -165,8 +165,7 @@ fn PreviewBody(
                 }).collect();
                 view! {
                     <label class="fence" data-testid="bulk-deterministic">
-                        <input type="checkbox" data-testid="bulk-include-deterministic" prop:checked=move || include_deterministic.get()
-                            on:change=move |ev| include_deterministic.set(event_target_checked(&ev)) />
+                        <Checkbox checked=include_deterministic testid="bulk-include-deterministic" />
                         {format!(
                             " Also re-queue {} whose last run failed with a cause a re-run does not fix (the cause is fixed): {}",
                             count_tasks(doomed.len() as i64), doomed.join(", ")
@@ -178,15 +177,14 @@ fn PreviewBody(
                 <div class="banner banner-warn" data-testid="bulk-unsafe">
                     <strong>{format!("{unsafe_count} of them are unsafe: their effects may run again.")}</strong>
                     <label>
-                        <input type="checkbox" data-testid="bulk-unsafe-ack" prop:checked=move || unsafe_ack.get()
-                            on:change=move |ev| unsafe_ack.set(event_target_checked(&ev)) />
+                        <Checkbox checked=unsafe_ack testid="bulk-unsafe-ack" />
                         " I understand"
                     </label>
                 </div>
             })}
             <label class="field">
                 "Reason (required, goes to the audit trail)"
-                <textarea data-testid="bulk-reason" required=true maxlength="2000" rows="2" prop:value=move || reason.get()
+                <textarea data-testid="bulk-reason" required=true maxlength=MAX_REASON rows="2" prop:value=move || reason.get()
                     on:input=move |ev| reason.set(event_target_value(&ev))></textarea>
             </label>
             <div class="action-buttons">

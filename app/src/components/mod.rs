@@ -1,11 +1,13 @@
 //! Presentational components: props in, callbacks out.
 
 pub mod actions;
+pub mod audit_line;
 pub mod badges;
 pub mod bulk;
 pub mod layout;
 pub mod meter;
 pub mod shortcuts;
+pub mod since;
 pub mod text;
 pub mod time;
 pub mod trace;

@@ -6,6 +6,7 @@ use crate::api::runs::{list_failures, RunsAnswer};
 use crate::auth::use_can_act;
 use crate::components::badges::{cause_label, StateBadge};
 use crate::components::bulk::{BulkRequeuePanel, BulkScope};
+use crate::components::since::SinceSelect;
 use crate::components::time::{human_duration, Time};
 use crate::components::trace::TraceLink;
 use crate::pages::{error_view, live_version};
@@ -158,15 +159,7 @@ pub fn FailuresPage() -> impl IntoView {
                             .collect_view()}
                     </select>
                 </label>
-                <label>
-                    "Since"
-                    <select name="since">
-                        {SINCE_CHOICES
-                            .into_iter()
-                            .map(|(v, label)| view! { <option value=v selected=move || param("since") == v>{label}</option> })
-                            .collect_view()}
-                    </select>
-                </label>
+                <SinceSelect choices=&SINCE_CHOICES current=Signal::derive(move || param("since")) />
                 <button type="submit" class="btn">"Apply"</button>
             </Form>
             <p class="exports">

@@ -4,21 +4,21 @@
 //! naming the field), and hands over to the store, whose one transaction decides; a refusal is
 //! 409 with what changed and the task as it is now. Documented in `docs/api.md`.
 
+use super::openapi::{ActionRefused, BulkRefused, Refused};
 use super::{path_id, query_pairs, write_now, ApiError};
 use crate::auth::{require_operator, AuthError};
-use crate::{AppState, RequireOperator};
+use crate::AppState;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use lastword_core::action::parse_audit_query;
-use lastword_core::query::parse_bulk_filter;
 use lastword_core::{
     ActionKind, ActionOutcome, ActionRequest, AuditPage, BulkOptions, BulkOutcome, BulkPreview,
     BulkRequeueRequest, BulkSelection, ParamError, Principal,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// A JSON body, or a 400 that says what is wrong with it (axum's own rejections are 415/422
 /// plain text).
@@ -38,12 +38,12 @@ fn outcome_response(outcome: ActionOutcome) -> Response {
         }
         ActionOutcome::Refused(r) => (
             StatusCode::CONFLICT,
-            Json(json!({
-                "outcome": "refused",
-                "error": r.code.as_str(),
-                "message": r.message,
-                "task": r.task,
-            })),
+            Json(ActionRefused {
+                outcome: Refused::Refused,
+                error: r.code,
+                message: r.message,
+                task: r.task,
+            }),
         )
             .into_response(),
     }
@@ -82,6 +82,9 @@ async fn act(
     }
 }
 
+#[utoipa::path(post, path = "/tasks/{id}/requeue", tag = "actions", params(super::openapi::IdPath), request_body = ActionRequest,
+    responses((status = 200, description = "Re-queued (or replayed: the same request id was applied before)", body = ActionOutcome),
+        (status = 409, description = "Refused: what changed, and the task as it is now", body = super::openapi::ActionRefused), super::openapi::Refusals))]
 /// `POST /api/v1/tasks/{id}/requeue` `{"reason", "expected_epoch", "expected_status"?, "fence"?,
 /// "run_id"?, "request_id"?}`.
 pub async fn requeue(
@@ -93,6 +96,9 @@ pub async fn requeue(
     act(state, ActionKind::Requeue, id, principal, request).await
 }
 
+#[utoipa::path(post, path = "/tasks/{id}/compensate", tag = "actions", params(super::openapi::IdPath), request_body = ActionRequest,
+    responses((status = 200, description = "Marked compensated (or replayed: the same request id was applied before)", body = ActionOutcome),
+        (status = 409, description = "Refused: what changed, and the task as it is now", body = super::openapi::ActionRefused), super::openapi::Refusals))]
 /// `POST /api/v1/tasks/{id}/compensate` `{"reason", "reference"?, "expected_epoch"?, "request_id"?}`.
 pub async fn compensate(
     State(state): State<AppState>,
@@ -103,6 +109,9 @@ pub async fn compensate(
     act(state, ActionKind::Compensate, id, principal, request).await
 }
 
+#[utoipa::path(post, path = "/tasks/{id}/acknowledge", tag = "actions", params(super::openapi::IdPath), request_body = ActionRequest,
+    responses((status = 200, description = "Acknowledged (or replayed: the same request id was applied before)", body = ActionOutcome),
+        (status = 409, description = "Refused: what changed, and the task as it is now", body = super::openapi::ActionRefused), super::openapi::Refusals))]
 /// `POST /api/v1/tasks/{id}/acknowledge` `{"attention", "reason", "expected_epoch"?, "request_id"?}`:
 /// takes an attention item (`reason` is the note everyone sees).
 pub async fn acknowledge(
@@ -114,6 +123,9 @@ pub async fn acknowledge(
     act(state, ActionKind::Acknowledge, id, principal, request).await
 }
 
+#[utoipa::path(post, path = "/tasks/{id}/uncompensate", tag = "actions", params(super::openapi::IdPath), request_body = ActionRequest,
+    responses((status = 200, description = "The compensation mark removed (or replayed: the same request id was applied before)", body = ActionOutcome),
+        (status = 409, description = "Refused: what changed, and the task as it is now", body = super::openapi::ActionRefused), super::openapi::Refusals))]
 /// `POST /api/v1/tasks/{id}/uncompensate` `{"reason", "request_id"?}`: undoes a compensation mark.
 pub async fn uncompensate(
     State(state): State<AppState>,
@@ -124,27 +136,55 @@ pub async fn uncompensate(
     act(state, ActionKind::Uncompensate, id, principal, request).await
 }
 
-/// The run filter of a bulk request (the `/api/v1/runs` parameters, paging ignored, and as on
-/// the failures page no state and no cause means failures only) and its `fence` and
-/// `include_deterministic` flags.
-fn bulk_filter(raw: Option<&str>) -> Result<(BulkSelection, BulkOptions), ParamError> {
+/// The API's own flags in a bulk request's query string, beside the run filter.
+const BULK_FLAGS: [&str; 2] = ["fence", "include_deterministic"];
+
+/// A bulk request's query string: its pairs (the run filter and the flags) and the flags read.
+fn bulk_query(raw: Option<&str>) -> Result<(Vec<(String, String)>, BulkOptions), ParamError> {
+    let pairs = query_pairs(raw);
     let mut options = BulkOptions::default();
-    let mut pairs = Vec::new();
     let flag = |name: &str, v: &str| match v {
         "true" | "1" => Ok(true),
         "false" | "0" | "" => Ok(false),
         _ => Err(ParamError::new(name, "true or false")),
     };
-    for (k, v) in query_pairs(raw) {
+    for (k, v) in &pairs {
         match k.as_str() {
-            "fence" => options.fence = flag("fence", &v)?,
-            "include_deterministic" => options.include_deterministic = flag("include_deterministic", &v)?,
-            _ => pairs.push((k, v)),
+            "fence" => options.fence = flag("fence", v)?,
+            "include_deterministic" => options.include_deterministic = flag("include_deterministic", v)?,
+            _ => {}
         }
     }
-    Ok((BulkSelection::Filter(parse_bulk_filter(&pairs, write_now())?), options))
+    Ok((pairs, options))
 }
 
+/// The run filter of a bulk request's query string ([`BulkSelection::from_request`]: the
+/// `/api/v1/runs` parameters, paging ignored, failures only unless narrowed, as on the page and
+/// in the CLI) and its flags.
+fn bulk_filter(raw: Option<&str>) -> Result<(BulkSelection, BulkOptions), ParamError> {
+    let (pairs, options) = bulk_query(raw)?;
+    Ok((BulkSelection::from_request(&pairs, None, write_now(), &BULK_FLAGS)?, options))
+}
+
+/// What a bulk request selects: its `task_ids`, or else the filter in the query string (not
+/// both), with the query's `fence`/`include_deterministic` flags folded into the request's.
+fn bulk_selection(
+    raw: Option<&str>,
+    request: BulkRequeueRequest,
+) -> Result<(BulkSelection, BulkRequeueRequest), ParamError> {
+    let (pairs, param_options) = bulk_query(raw)?;
+    let selection = BulkSelection::from_request(&pairs, request.task_ids.clone(), write_now(), &BULK_FLAGS)?;
+    let request = BulkRequeueRequest {
+        fence: request.fence || param_options.fence,
+        include_deterministic: request.include_deterministic || param_options.include_deterministic,
+        ..request
+    };
+    Ok((selection, request))
+}
+
+#[utoipa::path(get, path = "/requeue/preview", tag = "actions",
+    params(super::openapi::RunFilterParams, super::openapi::BulkFlags),
+    responses((status = 200, description = "What a bulk re-queue would do now", body = BulkPreview), super::openapi::Refusals))]
 /// `GET /api/v1/requeue/preview?<run filter>[&fence=true][&include_deterministic=true]`: what
 /// a bulk re-queue would do now.
 pub async fn preview(
@@ -155,49 +195,57 @@ pub async fn preview(
     Ok(Json(state.store.requeue_preview(&selection, options, write_now()).await?))
 }
 
+#[utoipa::path(post, path = "/requeue", tag = "actions",
+    params(super::openapi::RunFilterParams, super::openapi::BulkFlags), request_body = BulkRequeueRequest,
+    responses((status = 200, description = "Re-queued (or replayed)", body = BulkOutcome),
+        (status = 409, description = "Refused: the selection changed since the preview", body = super::openapi::BulkRefused), super::openapi::Refusals))]
 /// `POST /api/v1/requeue?<run filter>` `{"reason", "expected_count", "fence"?, "request_id"?}`,
 /// or with `"task_ids": [...]` (and no filter) for a selection.
 pub async fn bulk_requeue(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
-    RequireOperator(actor): RequireOperator,
+    principal: Option<Extension<Principal>>,
     request: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let request = body::<BulkRequeueRequest>(request)?.validate()?;
-    let (filtered, param_options) = bulk_filter(raw.as_deref())?;
-    let selection = match (&request.task_ids, raw.as_deref().is_some_and(|q| !q.trim().is_empty())) {
-        (Some(_), true) => {
-            return Err(ParamError::new(
-                "task_ids",
-                "send either task_ids or a filter in the query, not both",
-            )
-            .into())
+    let principal = principal.map(|Extension(p)| p);
+    let actor = match require_operator(principal.as_ref()) {
+        Ok(actor) => actor,
+        Err(refusal) => {
+            // A viewer's attempt goes on the record, task by task, as far as it can be read
+            // (an unreadable body or filter selects nothing to record).
+            if let (AuthError::Forbidden(_), Some(viewer)) = (&refusal, &principal) {
+                let tried = body::<BulkRequeueRequest>(request).unwrap_or_default();
+                if let Ok((selection, tried)) = bulk_selection(raw.as_deref(), tried) {
+                    state
+                        .store
+                        .record_bulk_refusal(&selection, &tried, &viewer.actor(), "forbidden", write_now())
+                        .await?;
+                }
+            }
+            return Err(refusal.into());
         }
-        (Some(ids), false) => BulkSelection::Tasks(ids.clone()),
-        (None, _) => filtered,
     };
-    let request = BulkRequeueRequest {
-        fence: request.fence || param_options.fence,
-        include_deterministic: request.include_deterministic || param_options.include_deterministic,
-        ..request
-    };
+    let request = body::<BulkRequeueRequest>(request)?.validate()?;
+    let (selection, request) = bulk_selection(raw.as_deref(), request)?;
     match state.store.bulk_requeue(&selection, &request, &actor.actor(), write_now()).await? {
         // The same shape as a single action's refusal (`error` is the code), with the preview
         // as it is now instead of a task.
         BulkOutcome::Refused { code, message, preview } => Ok((
             StatusCode::CONFLICT,
-            Json(json!({
-                "outcome": "refused",
-                "error": code.as_str(),
-                "message": message,
-                "preview": preview,
-            })),
+            Json(BulkRefused { outcome: Refused::Refused, error: code, message, preview }),
         )
             .into_response()),
         outcome => Ok((StatusCode::OK, Json(outcome)).into_response()),
     }
 }
 
+#[utoipa::path(get, path = "/audit", tag = "actions",
+    params(("actor" = Option<String>, Query, description = "Who acted"),
+        ("action" = Option<lastword_core::ActionKind>, Query, description = "The action kind"),
+        ("outcome" = Option<super::openapi::AuditOutcome>, Query, description = "Applied actions or refused attempts"),
+        ("task" = Option<i64>, Query, description = "One task's actions"),
+        super::openapi::WindowParams, super::openapi::PageParams),
+    responses((status = 200, description = "The audit trail, newest first", body = AuditPage), super::openapi::Refusals))]
 /// `GET /api/v1/audit?actor=&action=&task=&since=&until=&after=&limit=`: the audit trail, newest
 /// first.
 pub async fn audit(

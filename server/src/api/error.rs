@@ -1,12 +1,12 @@
 //! The API's one error type and how each variant becomes an HTTP response.
 
+use super::openapi::ErrorBody;
 use crate::auth::AuthError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use lastword_core::ParamError;
 use lastword_store::StoreError;
-use serde_json::json;
 
 /// Everything a `/api/v1` handler can fail with. The body is always JSON with an `error`
 /// message; a 400 also names the offending `param`. Malformed requests never produce a 5xx.
@@ -78,19 +78,21 @@ impl IntoResponse for ApiError {
         }
         let status = self.status();
         let body = match &self {
-            ApiError::BadRequest(p) => json!({ "error": p.message, "param": p.param }),
-            ApiError::NotFound(_) => json!({ "error": self.to_string() }),
+            ApiError::BadRequest(p) => {
+                ErrorBody { param: Some(p.param.clone()), ..ErrorBody::new(&p.message) }
+            }
+            ApiError::NotFound(_) => ErrorBody::new(self.to_string()),
             ApiError::Unavailable(e) => {
                 tracing::warn!(error = %chain(e), "api: database unavailable");
-                json!({ "error": self.to_string() })
+                ErrorBody::new(self.to_string())
             }
             ApiError::TooSlow(e) => {
                 tracing::warn!(error = %chain(e), "api: a query hit the statement timeout");
-                json!({ "error": self.to_string() })
+                ErrorBody::new(self.to_string())
             }
             ApiError::Internal(e) => {
                 tracing::error!(error = %chain(e), "api: internal error");
-                json!({ "error": self.to_string() })
+                ErrorBody::new(self.to_string())
             }
             ApiError::Auth(_) => unreachable!("answered above"),
         };

@@ -13,7 +13,7 @@ use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::StreamExt;
-use lastword_core::query::{parse_run_query, MAX_LIMIT};
+use lastword_core::query::{parse_run_filter, MAX_LIMIT};
 use lastword_core::{PageRequest, ParamError, RunFilter, RunListItem, TraceLinks};
 use std::sync::Arc;
 
@@ -54,6 +54,10 @@ fn download(content_type: &str, filename: String, body: impl Into<Body>) -> Resp
 }
 
 /// The task's story as Markdown (default) or JSON (the task API's answer, whole texts).
+#[utoipa::path(get, path = "/tasks/{id}/export", tag = "tasks",
+    params(super::openapi::IdPath, ("format" = Option<super::openapi::TaskFormat>, Query, description = "`md` (default) or `json`")),
+    responses((status = 200, description = "A download: the story as Markdown, or the task's answer as JSON with whole texts",
+        content((String = "text/markdown"), (lastword_core::TaskDetail = "application/json"))), super::openapi::Refusals))]
 pub async fn task(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -211,6 +215,12 @@ struct Cursor {
 /// 100 000). Texts are the lists' 300-character prefixes, `text_truncated` saying where.
 /// A bad parameter is a 400 before anything is sent; the first page is read before the
 /// answer starts, so an unreachable database is a 503, not an empty file.
+#[utoipa::path(get, path = "/runs/export", tag = "runs",
+    params(super::openapi::RunFilterParams,
+        ("format" = super::openapi::ListFormat, Query, description = "`csv` or `ndjson`"),
+        ("max" = Option<u64>, Query, minimum = 1, maximum = 100000, description = "At most this many rows (default 10 000)")),
+    responses((status = 200, description = "A download: CSV with a header row, or one run list item per line",
+        content((String = "text/csv"), (String = "application/x-ndjson"))), super::openapi::Refusals))]
 pub async fn runs(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let pairs = query_pairs(raw.as_deref());
     let mut format = None;
@@ -253,11 +263,12 @@ pub async fn runs(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Res
             _ => filters.push((key, value)),
         }
     }
+    // The filter first: an unknown parameter is named before a missing format.
+    let now = read_now();
+    let filter = parse_run_filter(&filters, now, &["format", "max"])?;
     let format = format.ok_or_else(|| ParamError::new("format", "required: csv or ndjson"))?;
     let max = max.unwrap_or(DEFAULT_MAX_ROWS);
-    let now = read_now();
-    let (filter, mut page) = parse_run_query(&filters, now)?;
-    page.limit = MAX_LIMIT;
+    let page = PageRequest { limit: MAX_LIMIT, after: None };
     let mut cursor = Cursor { store: state.store.clone(), filter, page, now, sent: 0, max, done: false };
     let links = state.site.trace_links.clone();
     // The first page before the headers: its failure is still a clean error status.

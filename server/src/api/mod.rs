@@ -6,6 +6,7 @@ mod actions;
 mod error;
 pub mod export;
 mod leases;
+pub mod openapi;
 mod overview;
 pub mod rejections;
 mod runs;
@@ -16,40 +17,50 @@ mod workers;
 pub use error::ApiError;
 
 use crate::AppState;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use chrono::{DateTime, Utc};
 use lastword_core::query::parse_time;
 use lastword_core::ParamError;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-/// The `/api/v1` routes (nested by [`crate::router`]); unknown paths below it are JSON 404s.
+/// The `/api/v1` routes (nested by [`crate::router`]) and the document that describes them;
+/// unknown paths below it are JSON 404s.
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/runs", get(runs::list))
-        .route("/runs/facets", get(runs::facets))
-        .route("/runs/export", get(export::runs))
-        .route("/runs/{id}", get(runs::one))
-        .route("/tasks/{id}", get(tasks::one))
-        .route("/tasks/{id}/export", get(export::task))
-        .route("/overview", get(overview::get))
-        .route("/workers", get(workers::list))
-        .route("/leases", get(leases::get))
-        .route("/timeline", get(timeline::list))
-        .route("/me", get(crate::auth::handlers::me))
-        .route("/tasks/{id}/requeue", post(actions::requeue))
-        .route("/tasks/{id}/compensate", post(actions::compensate))
-        .route("/tasks/{id}/uncompensate", post(actions::uncompensate))
-        .route("/tasks/{id}/acknowledge", post(actions::acknowledge))
-        .route("/requeue/preview", get(actions::preview))
-        .route("/requeue", post(actions::bulk_requeue))
-        .route("/audit", get(actions::audit))
+    let (router, _) = documented_routes().split_for_parts();
+    router
+        .route("/openapi.json", get(openapi::serve))
         .fallback(|| async { ApiError::NotFound("no such API route".to_string()) })
 }
 
-/// The query string as percent-decoded (name, value) pairs, in order. Never fails: a stray `%`
-/// is kept literally, and the parameter's own parser judges the value.
+/// Every API route with its OpenAPI description (each handler's `#[utoipa::path]`): one list,
+/// so a route cannot be served undocumented.
+pub(crate) fn documented_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(runs::list))
+        .routes(routes!(runs::facets))
+        .routes(routes!(export::runs))
+        .routes(routes!(runs::one))
+        .routes(routes!(tasks::one))
+        .routes(routes!(export::task))
+        .routes(routes!(overview::get))
+        .routes(routes!(workers::list))
+        .routes(routes!(leases::get))
+        .routes(routes!(timeline::list))
+        .routes(routes!(crate::auth::handlers::me))
+        .routes(routes!(actions::requeue))
+        .routes(routes!(actions::compensate))
+        .routes(routes!(actions::uncompensate))
+        .routes(routes!(actions::acknowledge))
+        .routes(routes!(actions::preview))
+        .routes(routes!(actions::bulk_requeue))
+        .routes(routes!(actions::audit))
+}
+
+/// The query string as percent-decoded (name, value) pairs ([`lastword_core::query::query_pairs`]).
 pub(crate) fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
-    url::form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).into_owned().collect()
+    lastword_core::query::query_pairs(raw.unwrap_or_default())
 }
 
 /// A path segment that must be a positive integer id.
@@ -65,11 +76,11 @@ pub(crate) use lastword_core::{read_now, write_now};
 
 /// The parameters of a window endpoint (`since`, `until`, `bucket`, …): only `allowed` names,
 /// each at most once.
-pub(crate) struct WindowParams {
+pub(crate) struct WindowQuery {
     pairs: Vec<(String, String)>,
 }
 
-impl WindowParams {
+impl WindowQuery {
     pub fn parse(raw: Option<&str>, allowed: &[&str]) -> Result<Self, ParamError> {
         let pairs = query_pairs(raw);
         for (i, (key, _)) in pairs.iter().enumerate() {
@@ -83,7 +94,7 @@ impl WindowParams {
                 return Err(ParamError::new(key, "given more than once"));
             }
         }
-        Ok(WindowParams { pairs })
+        Ok(WindowQuery { pairs })
     }
 
     pub fn value(&self, name: &str) -> Option<&str> {

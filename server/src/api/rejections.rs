@@ -10,13 +10,13 @@
 //!   `Deserialization|…` error. That is the client's mistake, not a fault: `400`, body kept
 //!   (the page's client decodes the same error either way).
 
+use super::openapi::ErrorBody;
 use axum::extract::Request;
 use axum::http::header::{HeaderValue, CONTENT_TYPE};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 /// Error bodies are small; anything larger is left as it is.
 const MAX_ERROR_BODY: usize = 64 << 10;
@@ -43,7 +43,7 @@ pub async fn clear_rejections(request: Request, next: Next) -> Response {
     };
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if api {
-        let mut answer = (status, Json(json!({ "error": text.trim() }))).into_response();
+        let mut answer = (status, Json(ErrorBody::new(text.trim()))).into_response();
         for (name, value) in
             parts.headers.iter().filter(|(name, _)| *name != CONTENT_TYPE && *name != "content-length")
         {

@@ -8,6 +8,8 @@ use lastword_core::TaskDetail;
 
 /// The task's columns, its runs (each with its state), effects, audit trail, and the
 /// `double_execution` / `needs_compensation` flags.
+#[utoipa::path(get, path = "/tasks/{id}", tag = "tasks", params(super::openapi::IdPath),
+    responses((status = 200, description = "The task's story", body = TaskDetail), super::openapi::Refusals))]
 pub async fn one(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -1,6 +1,7 @@
 //! The HTTP side of signing in: `POST /auth/login` and `POST /auth/logout` (the form on the
 //! Leptos `/login` page posts here, so it works with JavaScript off), and `GET /api/v1/me`.
 
+use crate::api::openapi::Me;
 use crate::auth::{outage, session, AuthError, Mode};
 use crate::AppState;
 use axum::extract::{ConnectInfo, State};
@@ -9,7 +10,6 @@ use axum::routing::post;
 use axum::{Extension, Form, Json, Router};
 use lastword_core::Principal;
 use serde::Deserialize;
-use serde_json::json;
 use std::net::SocketAddr;
 use tower_sessions::Session;
 
@@ -132,12 +132,14 @@ pub async fn logout(session: Option<Extension<Session>>) -> Response {
 }
 
 /// `GET /api/v1/me`: who the server thinks you are, and the server's mode.
+#[utoipa::path(get, path = "/me", tag = "auth",
+    responses((status = 200, description = "You", body = crate::api::openapi::Me), crate::api::openapi::Refusals))]
 pub async fn me(
     State(state): State<AppState>,
     principal: Option<Extension<Principal>>,
-) -> Result<Json<serde_json::Value>, AuthError> {
+) -> Result<Json<Me>, AuthError> {
     let Extension(p) = principal.ok_or(AuthError::Unauthenticated)?;
-    Ok(Json(json!({ "name": p.name, "role": p.role, "via": p.via, "mode": state.auth.mode_name() })))
+    Ok(Json(Me { name: p.name, role: p.role, via: p.via, mode: state.auth.mode_name().to_string() }))
 }
 
 #[cfg(test)]

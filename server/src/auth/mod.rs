@@ -16,6 +16,7 @@ pub mod session;
 pub mod throttle;
 pub mod users;
 
+use crate::api::openapi::ErrorBody;
 use crate::AppState;
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -28,7 +29,6 @@ use host::AllowedHosts;
 use lastword_core::{Principal, Role};
 use lastword_store::Db;
 use proxy::ProxyConfig;
-use serde_json::json;
 use session::SessionBackend;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -158,7 +158,7 @@ pub enum AuthError {
     #[error("unknown bearer token")]
     BadToken,
     /// 403: signed in, but a viewer.
-    #[error("viewer {0} may not act; operator role required")]
+    #[error("{}", lastword_core::auth::viewer_may_not_act(.0))]
     Forbidden(String),
     /// 403: a browser request on behalf of another site.
     #[error("cross-origin request refused")]
@@ -192,7 +192,8 @@ impl IntoResponse for AuthError {
         };
         let message = if message.is_empty() { self.to_string() } else { message.to_string() };
         let mut response =
-            (self.status(), Json(json!({ "error": code, "message": message }))).into_response();
+            (self.status(), Json(ErrorBody { message: Some(message), ..ErrorBody::new(code) }))
+                .into_response();
         let challenge = match self {
             AuthError::Unauthenticated => Some("Bearer"),
             AuthError::BadToken => Some(r#"Bearer error="invalid_token""#),

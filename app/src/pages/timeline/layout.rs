@@ -7,7 +7,7 @@
 //! [`Scale`]; lane `i` spans `y = top + i * lane_h .. + lane_h`.
 
 use chrono::{DateTime, Duration, Utc};
-use lastword_core::RunState;
+use lastword_core::{ReclaimReason, RunState};
 use std::collections::HashMap;
 
 /// The chart's fixed dimensions, named once so the view and the tests agree on them.
@@ -134,6 +134,9 @@ pub struct Span {
     pub finished_at: Option<DateTime<Utc>>,
     pub lease_expires_at: DateTime<Utc>,
     pub state: RunState,
+    /// Why this claim re-claimed its task, as the server decided it (`lastword_core::reclaim`,
+    /// the rule the run list and the task page use); `None` for a first claim.
+    pub reclaim: Option<ReclaimReason>,
 }
 
 /// How lanes are ordered.
@@ -241,57 +244,37 @@ pub struct Glyph {
     pub mark: &'static str,
 }
 
-/// Why a task was claimed again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reclaim {
-    /// The earlier run outlived its lease and finished anyway: its write was refused.
-    LostLease,
-    /// The earlier run's lease lapsed without a word from it.
-    Silent,
-    /// The earlier run failed with a cause and the task was retried.
-    Retry,
-    /// The earlier run finished well and the task ran again: only an operator re-queue does that.
-    Requeue,
-}
-
-impl Reclaim {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reclaim::LostLease => "lost_lease",
-            Reclaim::Silent => "silent",
-            Reclaim::Retry => "retry",
-            Reclaim::Requeue => "requeue",
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Reclaim::LostLease => "re-claimed after a lost lease",
-            Reclaim::Silent => "re-claimed after a silent run",
-            Reclaim::Retry => "retried after a failure",
-            Reclaim::Requeue => "re-queued by an operator",
-        }
-    }
-
-    fn of(earlier: RunState) -> Reclaim {
-        match earlier {
-            RunState::LostLease => Reclaim::LostLease,
-            RunState::Silent | RunState::Running => Reclaim::Silent,
-            RunState::Failed | RunState::EmptyOutput => Reclaim::Retry,
-            RunState::NoAction | RunState::Skip | RunState::Acted => Reclaim::Requeue,
-        }
-    }
-}
-
 /// A line from the end of an attempt's lease to the start of the next attempt of its task.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Connector {
     pub from_run: i64,
     pub to_run: i64,
     pub task: i64,
-    pub reason: Reclaim,
+    pub reason: ReclaimReason,
     pub from: (f64, f64),
     pub to: (f64, f64),
+}
+
+/// A re-claim whose earlier attempt is not drawn (before the window, or in a lane not shown):
+/// a short lead-in to the re-claiming bar, so the hand-over is still visible and says why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stub {
+    pub to_run: i64,
+    pub task: i64,
+    pub reason: ReclaimReason,
+    /// Where the re-claiming run starts.
+    pub to: (f64, f64),
+}
+
+impl Stub {
+    /// Length of the lead-in, in user units.
+    pub const REACH: f64 = 18.0;
+
+    /// An SVG path: in from the upper left, ending at the claim.
+    pub fn path(&self) -> String {
+        let (x, y) = self.to;
+        format!("M{:.1},{:.1} L{x:.1},{y:.1}", x - Self::REACH, y - Self::REACH / 3.0)
+    }
 }
 
 impl Connector {
@@ -319,6 +302,7 @@ pub struct Layout {
     pub cells: Vec<Cell>,
     pub glyphs: Vec<Glyph>,
     pub connectors: Vec<Connector>,
+    pub stubs: Vec<Stub>,
 }
 
 /// The urgency a state wins a density cell (and a glyph slot) with: failures first.
@@ -362,6 +346,9 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
             cell.2 += usize::from(s.state.is_failure());
         }
     }
+    // A worker may hold two runs at once, and their bars share its lane: failures are drawn
+    // last, so a healthy bar never covers one (stable: otherwise in claim order).
+    bars.sort_by_key(|b| b.span.state.is_failure());
     let mut cells: Vec<Cell> = bins
         .into_iter()
         .map(|((lane, bin), (count, state, failures))| {
@@ -374,8 +361,8 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
         urgency(a.state).cmp(&urgency(b.state)).then(a.lane.cmp(&b.lane)).then(a.x0.total_cmp(&b.x0))
     });
     let glyphs = place_glyphs(&bars, g);
-    let connectors = connect(spans, &lane_of, scale, g);
-    Layout { lanes, bars, cells, glyphs, connectors }
+    let (connectors, stubs) = connect(spans, &lane_of, scale, g);
+    Layout { lanes, bars, cells, glyphs, connectors, stubs }
 }
 
 /// The glyph a bar would carry, if any: its failure mark, else its re-claim epoch.
@@ -411,32 +398,64 @@ fn place_glyphs(bars: &[Bar], g: &Geometry) -> Vec<Glyph> {
     placed
 }
 
-/// A connector for every attempt whose task's previous attempt is also in the window: from the
-/// earlier run's lease lapse (or its finish, if it finished within its lease) to the later claim.
-fn connect(spans: &[Span], lane_of: &HashMap<&str, usize>, scale: &Scale, g: &Geometry) -> Vec<Connector> {
+/// A connector for every re-claim (a run with a reason) whose task's previous attempt is drawn
+/// too: from the earlier run's lease lapse (or its finish, if it finished within its lease) to
+/// the later claim. A re-claim whose previous attempt is not drawn gets a [`Stub`].
+fn connect(
+    spans: &[Span],
+    lane_of: &HashMap<&str, usize>,
+    scale: &Scale,
+    g: &Geometry,
+) -> (Vec<Connector>, Vec<Stub>) {
     let mut by_task: HashMap<i64, Vec<&Span>> = HashMap::new();
     for s in spans {
         by_task.entry(s.task).or_default().push(s);
     }
-    let mut out = Vec::new();
-    for (task, mut attempts) in by_task {
-        attempts.sort_by_key(|s| (s.epoch, s.claimed_at, s.run));
-        for pair in attempts.windows(2) {
-            let (earlier, later) = (pair[0], pair[1]);
-            let handed_over =
-                earlier.finished_at.map_or(earlier.lease_expires_at, |f| f.min(earlier.lease_expires_at));
-            out.push(Connector {
-                from_run: earlier.run,
-                to_run: later.run,
-                task,
-                reason: Reclaim::of(earlier.state),
-                from: (scale.x_clamped(handed_over), g.lane_mid(lane_of[earlier.lane.as_str()])),
-                to: (scale.x_clamped(later.claimed_at), g.lane_mid(lane_of[later.lane.as_str()])),
-            });
+    let (mut connectors, mut stubs) = (Vec::new(), Vec::new());
+    for later in spans {
+        let Some(reason) = later.reclaim else { continue };
+        let to = (scale.x_clamped(later.claimed_at), g.lane_mid(lane_of[later.lane.as_str()]));
+        // The attempt it replaced: the task's run of the next lower epoch (as the rule reads it).
+        let earlier = by_task[&later.task]
+            .iter()
+            .filter(|s| s.epoch < later.epoch)
+            .max_by_key(|s| (s.epoch, s.claimed_at, s.run));
+        match earlier {
+            Some(earlier) => {
+                let handed_over =
+                    earlier.finished_at.map_or(earlier.lease_expires_at, |f| f.min(earlier.lease_expires_at));
+                connectors.push(Connector {
+                    from_run: earlier.run,
+                    to_run: later.run,
+                    task: later.task,
+                    reason,
+                    from: (scale.x_clamped(handed_over), g.lane_mid(lane_of[earlier.lane.as_str()])),
+                    to,
+                });
+            }
+            None => stubs.push(Stub { to_run: later.run, task: later.task, reason, to }),
         }
     }
-    out.sort_by_key(|c| c.to_run);
-    out
+    connectors.sort_by_key(|c| c.to_run);
+    stubs.sort_by_key(|c| c.to_run);
+    (connectors, stubs)
+}
+
+/// The lanes to draw marks for: those within the part of the chart on screen, `overscan`
+/// lanes either side so a scroll shows drawn lanes before the next range arrives. `top` and
+/// `bottom` are the screen's edges in the chart's user units (negative or past the chart when
+/// the chart starts or ends on screen).
+pub fn visible_lanes(
+    g: &Geometry,
+    lanes: usize,
+    top: f64,
+    bottom: f64,
+    overscan: usize,
+) -> std::ops::Range<usize> {
+    let lane_at = |y: f64| ((y - g.axis_h) / g.lane_h).floor().clamp(0.0, lanes as f64) as usize;
+    let first = lane_at(top).saturating_sub(overscan);
+    let last = (lane_at(bottom) + 1 + overscan).min(lanes);
+    first..last.max(first)
 }
 
 /// Steps the axis may use, in seconds.
@@ -478,6 +497,11 @@ mod tests {
         Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
     }
 
+    /// A re-claim: `s` with the reason the server gave it.
+    fn because(reason: ReclaimReason, s: Span) -> Span {
+        Span { reclaim: Some(reason), ..s }
+    }
+
     #[allow(clippy::too_many_arguments)] // one row of a table of attempts reads best flat
     fn span(
         run: i64,
@@ -498,6 +522,7 @@ mod tests {
             finished_at: to.map(t),
             lease_expires_at: t(lease),
             state,
+            reclaim: None,
         }
     }
 
@@ -570,6 +595,21 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_is_drawn_over_a_healthy_run_it_shares_a_lane_and_time_with() {
+        let g = Geometry::default();
+        let sc = scale(0, 300);
+        // The failure was claimed first; the healthy run, claimed later, overlaps it.
+        let spans = vec![
+            span(1, 1, "w", 1, 10, Some(200), 40, RunState::LostLease),
+            span(2, 2, "w", 1, 20, Some(100), 50, RunState::Acted),
+            span(3, 3, "w", 1, 30, Some(90), 60, RunState::Skip),
+        ];
+        let l = layout(&spans, LaneOrder::ByName, &sc, t(300), &g);
+        let order: Vec<i64> = l.bars.iter().map(|b| b.span.run).collect();
+        assert_eq!(order, [2, 3, 1], "healthy bars in claim order, then the failure on top");
+    }
+
+    #[test]
     fn glyphs_fit_inside_their_bar_and_never_overlap_in_a_lane() {
         let g = Geometry::default();
         let sc = scale(0, 300);
@@ -600,24 +640,25 @@ mod tests {
     }
 
     #[test]
-    fn connectors_join_each_attempt_to_the_next_across_lanes_with_a_reason() {
+    fn connectors_join_each_attempt_to_the_next_across_lanes_with_the_servers_reason() {
+        use ReclaimReason::{DeadWorker, OperatorRequeue, SlowWorker};
         let g = Geometry::default();
         let sc = scale(0, 300);
-        // Task 7: a silent run on a, re-claimed by b whose write lost its lease, re-claimed by c.
+        // Task 7: a silent run on a (its worker never seen again), re-claimed by b whose write
+        // lost its lease, re-claimed by c. Task 8 re-queued by an operator. Task 9 once.
+        // Task 6's earlier attempt is before the window: its re-claim gets a stub.
         let spans = vec![
             span(10, 7, "a", 1, 0, None, 30, RunState::Silent),
-            span(11, 7, "b", 2, 31, Some(90), 61, RunState::LostLease),
-            span(12, 7, "c", 3, 62, Some(70), 92, RunState::Acted),
+            because(DeadWorker, span(11, 7, "b", 2, 31, Some(90), 61, RunState::LostLease)),
+            because(SlowWorker, span(12, 7, "c", 3, 62, Some(70), 92, RunState::Acted)),
             span(13, 8, "a", 1, 100, Some(110), 130, RunState::Acted),
-            span(14, 8, "a", 2, 200, Some(210), 230, RunState::NoAction),
+            because(OperatorRequeue, span(14, 8, "a", 2, 200, Some(210), 230, RunState::NoAction)),
             span(15, 9, "b", 1, 100, Some(110), 130, RunState::Acted),
+            because(SlowWorker, span(16, 6, "c", 4, 150, Some(160), 180, RunState::Acted)),
         ];
         let l = layout(&spans, LaneOrder::ByName, &sc, t(300), &g);
         let ends: Vec<_> = l.connectors.iter().map(|c| (c.from_run, c.to_run, c.reason)).collect();
-        assert_eq!(
-            ends,
-            [(10, 11, Reclaim::Silent), (11, 12, Reclaim::LostLease), (13, 14, Reclaim::Requeue)]
-        );
+        assert_eq!(ends, [(10, 11, DeadWorker), (11, 12, SlowWorker), (13, 14, OperatorRequeue)]);
         let first = &l.connectors[0];
         assert_eq!(first.from, (sc.x(t(30)), g.lane_mid(0)), "from the lapse of a's lease, in a's lane");
         assert_eq!(first.to, (sc.x(t(31)), g.lane_mid(1)), "to b's claim, in b's lane");
@@ -630,6 +671,36 @@ mod tests {
         // A run that finished inside its lease hands over at its finish.
         assert_eq!(l.connectors[2].from.0, sc.x(t(110)));
         assert!(first.path().starts_with('M'));
+        // The re-claim whose earlier attempt is not drawn: a stub into its claim, with its reason.
+        assert_eq!(l.stubs.len(), 1);
+        assert_eq!((l.stubs[0].to_run, l.stubs[0].reason), (16, SlowWorker));
+        assert_eq!(l.stubs[0].to, (sc.x(t(150)), g.lane_mid(2)));
+        // Without the earlier lane drawn (a filter, a lane limit) a connector becomes a stub.
+        let only_b: Vec<Span> = spans.iter().filter(|s| s.lane != "a").cloned().collect();
+        let l = layout(&only_b, LaneOrder::ByName, &sc, t(300), &g);
+        let ends: Vec<_> = l.connectors.iter().map(|c| (c.from_run, c.to_run)).collect();
+        assert_eq!(ends, [(11, 12)]);
+        let stubs: Vec<_> = l.stubs.iter().map(|s| s.to_run).collect();
+        assert_eq!(stubs, [11, 16]);
+        // A first claim (no reason) never gets a link or a stub.
+        let into: Vec<i64> =
+            l.connectors.iter().map(|c| c.to_run).chain(l.stubs.iter().map(|s| s.to_run)).collect();
+        assert!(![10, 13, 15].iter().any(|first| into.contains(first)), "{into:?}");
+    }
+
+    #[test]
+    fn only_the_lanes_on_screen_and_a_margin_are_drawn() {
+        let g = Geometry::default();
+        // 200 lanes of 26 units under a 20-unit axis; the screen shows units 0..520 (the top).
+        assert_eq!(visible_lanes(&g, 200, 0.0, 520.0, 5), 0..25);
+        // Scrolled to lane 100's top: lanes 100..=119 on screen, 5 either side.
+        let top = g.lane_top(100);
+        assert_eq!(visible_lanes(&g, 200, top, top + 519.0, 5), 95..125);
+        // Past the end, and a chart wholly below the screen or above it.
+        assert_eq!(visible_lanes(&g, 200, g.lane_top(195), g.lane_top(195) + 520.0, 5), 190..200);
+        assert_eq!(visible_lanes(&g, 200, -2000.0, -1000.0, 5), 0..6);
+        assert!(visible_lanes(&g, 200, 9000.0, 9520.0, 5).len() <= 6);
+        assert_eq!(visible_lanes(&g, 0, 0.0, 520.0, 5), 0..0);
     }
 
     #[test]

@@ -10,12 +10,13 @@
 
 pub mod layout;
 
-use crate::api::timeline::{get_timeline, TimelineData};
+use crate::api::timeline::{get_timeline, get_timeline_runs, AnswerId, TimelineData, TimelineRun};
 use crate::components::badges::{cause_label, state_mark};
-use crate::pages::{error_view, live_version, LeaseChecks};
+use crate::live::use_live_feed;
+use crate::pages::{error_view, LeaseChecks};
 use chrono::{DateTime, Utc};
-use lastword_core::{RunListItem, RunState};
-use layout::{Geometry, LaneBy, LaneOrder, Layout, Reclaim, Scale, Span};
+use lastword_core::{ReclaimReason, RunState};
+use layout::{Geometry, LaneBy, LaneOrder, Layout, Scale, Span};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -132,8 +133,8 @@ impl TimelineQuery {
     }
 
     /// Whether a run passes the worker, kind and state filters.
-    fn keeps(&self, item: &RunListItem, state: RunState) -> bool {
-        (self.worker.is_empty() || item.run.worker.contains(&self.worker))
+    fn keeps(&self, item: &TimelineRun, state: RunState) -> bool {
+        (self.worker.is_empty() || item.worker.contains(&self.worker))
             && (self.kind.is_empty() || item.kind.contains(&self.kind))
             && self.state.is_none_or(|s| s == state)
     }
@@ -144,31 +145,100 @@ pub fn TimelinePage() -> impl IntoView {
     let query = use_query_map();
     let q = Memo::new(move |_| query.with(|m| TimelineQuery::from_pairs(|k| m.get(k))));
     let paused = RwSignal::new(false);
-    let live = live_version();
+    // The browser's clock when the view was paused: the picture stays drawn at that moment
+    // (running bars stop growing, nothing slides left) until Resume.
+    let paused_at = RwSignal::new(None::<DateTime<Utc>>);
+    // The `(task, run)` under the pointer or focus. Held here, above the drawing, so a redraw
+    // (a new answer every second or so under a live fleet) keeps the task lit.
+    let hot = RwSignal::new(None::<(i64, i64)>);
+    // A drag across the chart in progress (its start and current x, in the chart's units): held
+    // here too, so a live redraw under the pointer does not drop it.
+    let drag = RwSignal::new(None::<(f64, f64)>);
+    let feed = use_live_feed();
     // Changes that arrived while paused: the view holds still, the count says what waits.
     let waiting = RwSignal::new(0u64);
-    Effect::new(move |_| {
-        live.track();
-        if paused.get_untracked() {
-            waiting.update(|n| *n += 1);
-        }
-    });
-    // Unfinished runs' leases, asked about again around their lapse: shown from each answer.
-    let leases = LeaseChecks::new();
-    // While paused the data stays as it was; resuming catches up at once.
-    let live_key = Memo::new(move |prev: Option<&(u64, Option<DateTime<Utc>>)>| match prev {
-        Some(prev) if paused.get() => *prev,
-        _ => (live.get(), leases.key.get()),
-    });
+    // Bumped to fetch the whole window again: a reset, a batch too big to merge, a resume.
+    let refetch = RwSignal::new(0u64);
     let data = Resource::new(
-        move || (q.with(|q| (q.minutes, q.zoom)), live_key.get()),
+        move || (q.with(|q| (q.minutes, q.zoom)), refetch.get()),
         |((m, zoom), _)| get_timeline(m, zoom.map(|z| z.0), zoom.map(|z| z.1)),
     );
-    Effect::new(move |_| {
-        if let Some(Ok(d)) = data.get() {
-            let unfinished = d.runs.iter().filter(|r| r.run.finished_at.is_none());
-            leases.show(unfinished.map(|r| r.run.lease_expires_at));
+    // The window's answer with the live batches since merged in, tagged with the answer it was
+    // built on (a newer answer, or another window's, replaces it).
+    let merged = RwSignal::new(None::<(AnswerId, TimelineData)>);
+    let shown = move || {
+        let base = data.get_untracked().and_then(Result::ok)?;
+        Some(merged.get_untracked().filter(|(on, _)| *on == base.id()).map(|(_, m)| m).unwrap_or(base))
+    };
+    // Reads the runs `ids` and merges them into what is shown; only the rows that changed
+    // travel, not the window (`get_timeline_runs`).
+    let merge_in = move |ids: Vec<i64>| {
+        if ids.len() > lastword_core::TIMELINE_RUNS_CAP {
+            refetch.update(|n| *n += 1);
+            return;
         }
+        if ids.is_empty() {
+            return;
+        }
+        leptos::task::spawn_local(async move {
+            let Ok(fresh) = get_timeline_runs(ids).await else {
+                // The next batch or lease check asks again; a failing server shows in the banner.
+                return;
+            };
+            if paused.get_untracked() {
+                return;
+            }
+            let Some(base) = data.get_untracked().and_then(Result::ok).map(|d| d.id()) else { return };
+            let Some(mut next) = shown() else { return };
+            let (since, until) = match next.fixed {
+                Some((from, to)) => (from, Some(to)),
+                None => (fresh.now - chrono::Duration::minutes(q.with_untracked(|q| q.minutes)), None),
+            };
+            next.merge(fresh, since, until);
+            merged.set(Some((base, next)));
+        });
+    };
+    Effect::new(move |_| {
+        // Tracked: every bump; the batch behind it is set before the bump.
+        if feed.last_change.get() == 0 {
+            return;
+        }
+        if paused.get_untracked() {
+            waiting.update(|n| *n += 1);
+            return;
+        }
+        let batch = feed.last_batch.get_untracked();
+        if batch.reset {
+            refetch.update(|n| *n += 1);
+            return;
+        }
+        let mut ids: Vec<i64> =
+            batch.changes.iter().filter(|c| c.table == "runs").map(|c| c.row_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        merge_in(ids);
+    });
+    // Unfinished runs' leases, asked about again around their lapse (heartbeats are not in the
+    // live feed): the running runs' rows are read again, not the window.
+    let leases = LeaseChecks::new();
+    Effect::new(move |prev: Option<Option<DateTime<Utc>>>| {
+        let key = leases.key.get();
+        if prev.is_some_and(|p| p != key) && !paused.get_untracked() {
+            let unfinished = shown()
+                .map(|d| d.runs.iter().filter(|r| r.finished_at.is_none()).map(|r| r.id).collect())
+                .unwrap_or_default();
+            merge_in(unfinished);
+        }
+        key
+    });
+    // The leases of what is shown (a merged picture only while it is built on the latest answer).
+    Effect::new(move |_| {
+        merged.track();
+        data.track();
+        let unfinished: Vec<DateTime<Utc>> = shown()
+            .map(|d| d.runs.iter().filter(|r| r.finished_at.is_none()).map(|r| r.lease_expires_at).collect())
+            .unwrap_or_default();
+        leases.show(unfinished);
     });
     let prefs = crate::components::time::use_time_prefs();
     let state_options = move || {
@@ -207,7 +277,16 @@ pub fn TimelinePage() -> impl IntoView {
                     }).collect_view()}
                 </nav>
                 <button type="button" class="btn" data-testid="pause" aria-pressed=move || paused.get().to_string()
-                    on:click=move |_| { paused.update(|p| *p = !*p); waiting.set(0); }>
+                    on:click=move |_| {
+                        let resuming = paused.get_untracked();
+                        paused.update(|p| *p = !*p);
+                        paused_at.set((!resuming).then(|| prefs.now.get_untracked()));
+                        // Resuming with changes missed: the window is read again, whole.
+                        if resuming && waiting.get_untracked() > 0 {
+                            refetch.update(|n| *n += 1);
+                        }
+                        waiting.set(0);
+                    }>
                     {move || if paused.get() { "▶ Resume" } else { "❚❚ Pause" }}
                 </button>
                 <span class="muted" data-testid="waiting">{move || (paused.get() && waiting.get() > 0).then(|| format!("{} updates waiting", waiting.get()))}</span>
@@ -233,10 +312,11 @@ pub fn TimelinePage() -> impl IntoView {
             <Suspense fallback=|| view! { <p class="muted">"Loading the timeline…"</p> }>
                 {move || data.get().map(|r| match r {
                     Ok(d) => {
+                        let d = merged.get().filter(|(on, _)| *on == d.id()).map(|(_, m)| m).unwrap_or(d);
                         // Redrawn for a new answer or a new order, filter or lane count (those
-                        // need no new data); a pause only holds the next answers back.
-                        let frozen = paused.get_untracked() || d.fixed.is_some();
-                        view! { <Swimlanes data=d query=q.get() now=prefs.now utc=prefs.utc frozen=frozen /> }.into_any()
+                        // need no new data); a pause holds the next answers back and the
+                        // drawing still (`held`), without a redraw.
+                        view! { <Swimlanes data=d query=q.get() now=prefs.now held=paused_at utc=prefs.utc hot=hot drag=drag /> }.into_any()
                     }
                     Err(e) => error_view("the timeline", e),
                 })}
@@ -247,14 +327,13 @@ pub fn TimelinePage() -> impl IntoView {
 
 #[component]
 fn Legend() -> impl IntoView {
-    let reclaims = [Reclaim::LostLease, Reclaim::Silent, Reclaim::Retry, Reclaim::Requeue];
     view! {
         <ul class="legend" aria-label="Legend">
             {RunState::ALL.into_iter().map(|s| {
                 let (glyph, label) = state_mark(s);
                 view! { <li class=format!("state-{}", s.as_str())><span class="swatch" aria-hidden="true">{glyph}</span>{label}</li> }
             }).collect_view()}
-            {reclaims.into_iter().map(|r| view! {
+            {ReclaimReason::ALL.iter().copied().map(|r| view! {
                 <li class=format!("reclaim-key reason-{}", r.as_str())><span class="swatch" aria-hidden="true">"⤳"</span>{r.label()}</li>
             }).collect_view()}
         </ul>
@@ -262,24 +341,31 @@ fn Legend() -> impl IntoView {
 }
 
 /// The state an unfinished run is drawn in at `now` (it turns silent the moment its lease
-/// lapses); a finished run's state is the server's, decided with the configured tokens.
-fn state_at(r: &lastword_core::Run, now: DateTime<Utc>) -> RunState {
+/// lapses, by the one rule); a finished run's state is the server's, decided with the
+/// configured tokens.
+fn state_at(r: &TimelineRun, now: DateTime<Utc>) -> RunState {
     if r.finished_at.is_none() {
-        lastword_core::run_state(&r.facts(), now, &lastword_core::Tokens::default()).0
+        let facts = lastword_core::RunFacts {
+            finished_at: None,
+            lease_expires_at: r.lease_expires_at,
+            completion_rows: None,
+            error: None,
+            output: None,
+        };
+        lastword_core::run_state(&facts, now, &lastword_core::Tokens::default()).0
     } else {
         r.state
     }
 }
 
-fn span_of(item: &RunListItem, now: DateTime<Utc>, by: LaneBy) -> Span {
-    let r = &item.run;
+fn span_of(r: &TimelineRun, now: DateTime<Utc>, by: LaneBy) -> Span {
     let state = state_at(r, now);
     Span {
         run: r.id,
         task: r.task_id,
         lane: match by {
             LaneBy::Worker => r.worker.clone(),
-            LaneBy::Kind => item.kind.clone(),
+            LaneBy::Kind => r.kind.clone(),
             LaneBy::State => state_mark(state).1.to_string(),
         },
         epoch: r.lease_epoch,
@@ -287,12 +373,12 @@ fn span_of(item: &RunListItem, now: DateTime<Utc>, by: LaneBy) -> Span {
         finished_at: r.finished_at,
         lease_expires_at: r.lease_expires_at,
         state,
+        reclaim: r.reclaim_reason,
     }
 }
 
 /// What a bar's tooltip and the details line say about a run.
-fn describe(item: &RunListItem, state: RunState) -> String {
-    let r = &item.run;
+fn describe(r: &TimelineRun, state: RunState) -> String {
     let (_, label) = state_mark(state);
     let cause = r.cause.map(|c| format!(" ({})", cause_label(c))).unwrap_or_default();
     let times = match r.finished_at {
@@ -313,13 +399,14 @@ fn describe(item: &RunListItem, state: RunState) -> String {
         .as_deref()
         .map(|o| {
             let prefix: String = o.chars().take(OUTPUT_PREFIX).collect();
-            let more = if o.chars().count() > OUTPUT_PREFIX || item.text_truncated { "…" } else { "" };
+            let more = if o.chars().count() > OUTPUT_PREFIX || r.text_truncated { "…" } else { "" };
             format!(" · “{prefix}{more}”")
         })
         .unwrap_or_default();
+    let reclaim = r.reclaim_reason.map(|why| format!(" · {}", why.label())).unwrap_or_default();
     format!(
-        "task #{} ({}) · {} · epoch {} · {label}{cause} · {times} UTC{output}",
-        r.task_id, item.kind, r.worker, r.lease_epoch
+        "task #{} ({}) · {} · epoch {} · {label}{cause} · {times} UTC{output}{reclaim}",
+        r.task_id, r.kind, r.worker, r.lease_epoch
     )
 }
 
@@ -336,36 +423,59 @@ fn run_under(_: &leptos::ev::Event) -> Option<(i64, i64)> {
     None
 }
 
-/// Marks every bar and link of `task` in the chart `hot` (and unmarks the last task's), so CSS
-/// lights them up across lanes. A class set on the few matching elements, not a reactive class
-/// on each of 5 000 bars, and not an inline `<style>` (the page's CSP allows none).
-#[cfg(feature = "hydrate")]
-fn light_up(ev: &leptos::ev::Event, task: Option<i64>) {
-    use wasm_bindgen::JsCast;
-    let Some(chart) = ev.current_target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()) else {
-        return;
-    };
-    let each = |selector: &str, apply: &dyn Fn(&web_sys::DomTokenList)| {
-        if let Ok(found) = chart.query_selector_all(selector) {
-            for i in 0..found.length() {
-                if let Some(el) = found.item(i).and_then(|n| n.dyn_into::<web_sys::Element>().ok()) {
-                    apply(&el.class_list());
-                }
+/// Numbers each drawing of the chart (see its use in [`Swimlanes`]).
+static DRAWINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// One lane's marks, kept until the lane scrolls into view.
+#[derive(Default)]
+struct LaneMarks {
+    cells: Vec<layout::Cell>,
+    bars: Vec<layout::Bar>,
+    glyphs: Vec<layout::Glyph>,
+}
+
+/// Keeps `on_screen` on the lanes the chart shows in the window (with a margin), following
+/// scrolls and resizes, from the moment the page is hydrated (on the server: every lane).
+fn follow_the_screen(
+    chart: NodeRef<leptos::svg::Svg>,
+    on_screen: RwSignal<std::ops::Range<usize>>,
+    g: Geometry,
+    height: f64,
+    lanes: usize,
+) {
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (chart, on_screen, g, height, lanes);
+    #[cfg(feature = "hydrate")]
+    {
+        /// Lanes either side of the screen drawn ahead of a scroll.
+        const OVERSCAN_LANES: usize = 8;
+        let measure = move || {
+            let Some(svg) = chart.get_untracked() else { return };
+            let rect = svg.get_bounding_client_rect();
+            if rect.height() <= 0.0 {
+                return;
             }
-        }
-    };
-    each(".hot", &|c| {
-        let _ = c.remove_1("hot");
-    });
-    if let Some(task) = task {
-        each(&format!("[data-task=\"{task}\"]"), &|c| {
-            let _ = c.add_1("hot");
+            let units_per_px = height / rect.height();
+            let screen_h = window().inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(800.0);
+            let top = -rect.top() * units_per_px;
+            let bottom = (screen_h - rect.top()) * units_per_px;
+            let range = layout::visible_lanes(&g, lanes, top, bottom, OVERSCAN_LANES);
+            if on_screen.get_untracked() != range {
+                on_screen.set(range);
+            }
+        };
+        Effect::new(move |_| {
+            chart.track();
+            measure();
+        });
+        let scroll = window_event_listener(leptos::ev::scroll, move |_| measure());
+        let resize = window_event_listener(leptos::ev::resize, move |_| measure());
+        on_cleanup(move || {
+            scroll.remove();
+            resize.remove();
         });
     }
 }
-
-#[cfg(not(feature = "hydrate"))]
-fn light_up(_: &leptos::ev::Event, _: Option<i64>) {}
 
 /// A pointer's x in the chart's user units (the SVG scales with the page).
 #[cfg(feature = "hydrate")]
@@ -386,8 +496,11 @@ fn Swimlanes(
     data: TimelineData,
     query: TimelineQuery,
     now: RwSignal<DateTime<Utc>>,
+    /// The browser's time the view was paused at, if it is.
+    held: RwSignal<Option<DateTime<Utc>>>,
     utc: RwSignal<bool>,
-    frozen: bool,
+    hot: RwSignal<Option<(i64, i64)>>,
+    drag: RwSignal<Option<(f64, f64)>>,
 ) -> impl IntoView {
     let minutes = query.minutes;
     let lanes_by = query.by.as_str();
@@ -395,12 +508,12 @@ fn Swimlanes(
     let server_now = data.now;
     let (start, end) = match data.fixed {
         Some(window) => window,
-        None => layout::fitted_window(server_now, minutes, data.runs.iter().map(|r| r.run.claimed_at).min()),
+        None => layout::fitted_window(server_now, minutes, data.runs.iter().map(|r| r.claimed_at).min()),
     };
     let (x0, x1) = g.plot();
     let scale = Scale { start, end, x0, x1 };
     let all_runs = data.runs.len();
-    let kept: Vec<(&RunListItem, Span)> = data
+    let kept: Vec<(&TimelineRun, Span)> = data
         .runs
         .iter()
         .map(|r| (r, span_of(r, server_now, query.by)))
@@ -425,44 +538,58 @@ fn Swimlanes(
     let all_lanes = layout::lanes(&all_spans, query.order);
     let shown_lanes: std::collections::HashSet<&str> =
         all_lanes.iter().take(query.lanes).map(String::as_str).collect();
-    let (items, spans): (Vec<&RunListItem>, Vec<Span>) = kept
+    let (items, spans): (Vec<&TimelineRun>, Vec<Span>) = kept
         .iter()
         .filter(|(_, s)| shown_lanes.contains(s.lane.as_str()))
         .map(|(r, s)| (*r, s.clone()))
         .unzip();
     let hidden_lanes = all_lanes.len() - shown_lanes.len();
     let order = query.order;
-    let Layout { lanes, bars, cells, glyphs, connectors } =
+    let Layout { lanes, bars, cells, glyphs, connectors, stubs } =
         layout::layout(&spans, order, &scale, server_now, &g);
     let details: HashMap<i64, String> =
         items.iter().zip(&spans).map(|(item, s)| (s.run, describe(item, s.state))).collect();
     let details = StoredValue::new(details);
     let height = g.height(lanes.len());
 
-    // The clock keeps moving between answers (unless paused): everything drawn in time shifts
-    // left as one group. The server's `now` anchors it, so a skewed browser clock does not.
+    // The clock keeps moving between answers (unless paused, or a fixed stretch is shown):
+    // everything drawn in time shifts left as one group. The server's `now` anchors it, so a
+    // skewed browser clock does not.
+    let fixed = data.fixed.is_some();
     let skew = Utc::now() - server_now;
-    let view_now = move || if frozen { server_now } else { now.get() - skew };
+    // Paused before this drawing (a filter changed meanwhile): drawn at the answer's `now`.
+    let view_now = move || {
+        if fixed {
+            server_now
+        } else {
+            (held.get().unwrap_or_else(|| now.get()) - skew).max(server_now)
+        }
+    };
     let shift = move || -((view_now() - server_now).num_milliseconds() as f64 * scale.px_per_ms());
-    let hot = RwSignal::new(None::<(i64, i64)>);
-    // The task under the pointer or focus: its marks get `hot` (see `light_up`).
-    let point_at = move |ev: &leptos::ev::Event, hit: Option<(i64, i64)>| {
+    // The task under the pointer or focus: its bars and links get `hot`, across lanes. A
+    // selector wakes only the marks of the task that was lit and the one that is, not 5 000.
+    let point_at = move |hit: Option<(i64, i64)>| {
         if hot.get_untracked() != hit {
-            light_up(ev, hit.map(|(task, _)| task));
             hot.set(hit);
         }
+    };
+    let lit = Selector::new(move || hot.get().map(|(task, _)| task));
+    let lit_up = move |task: i64| {
+        let lit = lit.clone();
+        move || lit.selected(&Some(task))
     };
     let detail = move || hot.get().and_then(|(_, run)| details.with_value(|d| d.get(&run).cloned()));
     let failures = spans.iter().filter(|s| s.state.is_failure()).count();
     let caption = format!(
-        "{} runs in {} lanes (one per {}), {failures} failed; {} re-claims drawn as links. Hover or focus a bar for its task's attempts; click to open it.",
+        "{} runs in {} lanes (one per {}), {failures} failed; {} re-claims drawn as links{}. Hover or focus a bar for its task's attempts; click to open it.",
         spans.len(),
         lanes.len(),
         query.by.as_str(),
         connectors.len(),
+        if stubs.is_empty() { String::new() } else { format!(", {} more whose earlier attempt is not drawn", stubs.len()) },
     );
     // Live, ticks run a few minutes past the answer's `now`, so the moving axis never runs out.
-    let ahead = if frozen { chrono::Duration::zero() } else { chrono::Duration::minutes(2) };
+    let ahead = if fixed { chrono::Duration::zero() } else { chrono::Duration::minutes(2) };
     let tick_scale = Scale { end: end + ahead, x1: scale.x(end + ahead), ..scale };
     let ticks = move || {
         let offset =
@@ -494,64 +621,104 @@ fn Swimlanes(
             }
         })
         .collect_view();
-    let cell_marks = cells
-        .into_iter()
-        .map(|c| {
-            let (_, label) = state_mark(c.state);
-            view! {
-                <rect class=format!("cell state-{}", c.state.as_str()) data-count=c.count data-failures=c.failures
-                    x=c.x0 y=g.lane_top(c.lane) + g.bar_inset width=c.x1 - c.x0 height=g.lane_h - 2.0 * g.bar_inset>
-                    <title>{format!("{} runs here, {} failed (most urgent: {label}). Zoom in to see them apart.", c.count, c.failures)}</title>
-                </rect>
-            }
+    // Each lane's marks (density cells, then bars, then glyphs on top), drawn only while the
+    // lane is on screen: 200 lanes of a big fleet cost what the 20 in view cost.
+    let mut per_lane: Vec<LaneMarks> = (0..lanes.len()).map(|_| LaneMarks::default()).collect();
+    for c in cells {
+        per_lane[c.lane].cells.push(c);
+    }
+    for b in bars {
+        per_lane[b.lane].bars.push(b);
+    }
+    for gl in glyphs {
+        per_lane[gl.lane].glyphs.push(gl);
+    }
+    let per_lane = StoredValue::new(per_lane);
+    let lane_lit_up = lit_up.clone();
+    let draw_lane = move |lane: usize| {
+        let lit_up = lane_lit_up.clone();
+        per_lane.with_value(|marks| {
+            let LaneMarks { cells, bars, glyphs } = &marks[lane];
+            let cell_marks = cells
+                .iter()
+                .map(|c| {
+                    let (_, label) = state_mark(c.state);
+                    view! {
+                        <rect class=format!("cell state-{}", c.state.as_str()) data-count=c.count data-failures=c.failures
+                            x=c.x0 y=g.lane_top(c.lane) + g.bar_inset width=c.x1 - c.x0 height=g.lane_h - 2.0 * g.bar_inset>
+                            <title>{format!("{} runs here, {} failed (most urgent: {label}). Zoom in to see them apart.", c.count, c.failures)}</title>
+                        </rect>
+                    }
+                })
+                .collect_view();
+            let bar_marks = bars
+                .iter()
+                .map(|b| {
+                    let s = &b.span;
+                    let y = g.lane_top(b.lane) + g.bar_inset;
+                    let h = g.lane_h - 2.0 * g.bar_inset;
+                    let running = s.finished_at.is_none() && s.state == RunState::Running;
+                    let bar_x0 = b.x0;
+                    let fixed_w = (b.x1 - b.x0).max(g.min_bar_px);
+                    // A running bar grows with the clock and turns silent when its lease lapses.
+                    let lease = s.lease_expires_at;
+                    let width = move || if running { (scale.x(view_now()) - bar_x0).max(fixed_w) } else { fixed_w };
+                    let base = s.state;
+                    let class = move || {
+                        let state = if running && view_now() >= lease { RunState::Silent } else { base };
+                        let highlight = matches!(state, RunState::LostLease | RunState::EmptyOutput);
+                        format!("bar state-{}{}", state.as_str(), if highlight { " highlight" } else { "" })
+                    };
+                    let state_attr = move || if running && view_now() >= lease { "silent" } else { base.as_str() };
+                    let title = details.with_value(|d| d.get(&s.run).cloned().unwrap_or_default());
+                    let lapse = b.lapse_x.map(|ex| view! { <line class="expiry lapsed" x1=ex x2=ex y1=y - 2.0 y2=y + h + 2.0 /> });
+                    // The <g> root makes the macro build an SVG <a> (an HTML one would not render inside <svg>).
+                    view! {
+                        <g>
+                        <a href=format!("/tasks/{}", s.task) class="bar-link" class:hot=lit_up(s.task) data-run=s.run data-task=s.task data-state=state_attr>
+                            <rect class=class x=bar_x0 y=y width=width height=h rx=2>
+                                <title>{title}</title>
+                            </rect>
+                            {lapse}
+                        </a>
+                        </g>
+                    }
+                })
+                .collect_view();
+            let glyph_marks = glyphs
+                .iter()
+                .map(|gl| view! {
+                    <text class="bar-glyph" data-glyph=gl.mark data-run=gl.run x=gl.x y=g.lane_top(gl.lane) + g.lane_h - 9.0>{gl.text.clone()}</text>
+                })
+                .collect_view();
+            view! { <g class="lane-marks" data-lane-index=lane>{cell_marks}{bar_marks}{glyph_marks}</g> }
         })
-        .collect_view();
-    let bar_marks = bars
-        .into_iter()
-        .map(|b| {
-            let s = &b.span;
-            let y = g.lane_top(b.lane) + g.bar_inset;
-            let h = g.lane_h - 2.0 * g.bar_inset;
-            let running = s.finished_at.is_none() && s.state == RunState::Running;
-            let bar_x0 = b.x0;
-            let fixed_w = (b.x1 - b.x0).max(g.min_bar_px);
-            // A running bar grows with the clock and turns silent when its lease lapses.
-            let lease = s.lease_expires_at;
-            let width = move || if running { (scale.x(view_now()) - bar_x0).max(fixed_w) } else { fixed_w };
-            let base = s.state;
-            let class = move || {
-                let state = if running && view_now() >= lease { RunState::Silent } else { base };
-                let highlight = matches!(state, RunState::LostLease | RunState::EmptyOutput);
-                format!("bar state-{}{}", state.as_str(), if highlight { " highlight" } else { "" })
-            };
-            let state_attr = move || if running && view_now() >= lease { "silent" } else { base.as_str() };
-            let title = details.with_value(|d| d.get(&s.run).cloned().unwrap_or_default());
-            let lapse = b.lapse_x.map(|ex| view! { <line class="expiry lapsed" x1=ex x2=ex y1=y - 2.0 y2=y + h + 2.0 /> });
-            // The <g> root makes the macro build an SVG <a> (an HTML one would not render inside <svg>).
-            view! {
-                <g>
-                <a href=format!("/tasks/{}", s.task) class="bar-link" data-run=s.run data-task=s.task data-state=state_attr>
-                    <rect class=class x=bar_x0 y=y width=width height=h rx=2>
-                        <title>{title}</title>
-                    </rect>
-                    {lapse}
-                </a>
-                </g>
-            }
-        })
-        .collect_view();
-    let glyph_marks = glyphs
-        .into_iter()
-        .map(|gl| view! {
-            <text class="bar-glyph" data-glyph=gl.mark data-run=gl.run x=gl.x y=g.lane_top(gl.lane) + g.lane_h - 9.0>{gl.text}</text>
-        })
-        .collect_view();
+    };
+    let lane_count = lanes.len();
+    // A new answer is drawn into the same elements (leptos rebuilds a view in place), and a
+    // keyed list keeps the items whose keys it has seen: so the lanes are keyed by this drawing
+    // too, or lane 3 would keep the previous answer's bars.
+    let drawing = DRAWINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Until the page has measured the screen (and on the server), the first lanes: the same
+    // on both sides, so hydration matches.
+    let on_screen = RwSignal::new(0..lane_count.min(DEFAULT_LANES));
+    let chart = NodeRef::<leptos::svg::Svg>::new();
+    follow_the_screen(chart, on_screen, g, height, lane_count);
     let connector_marks = connectors
         .into_iter()
         .map(|c| view! {
-            <path class=format!("reclaim reason-{}", c.reason.as_str()) d=c.path()
-                data-from-run=c.from_run data-to-run=c.to_run data-task=c.task>
+            <path class=format!("reclaim reason-{}", c.reason.as_str()) class:hot=lit_up(c.task) d=c.path()
+                data-from-run=c.from_run data-to-run=c.to_run data-task=c.task data-reason=c.reason.as_str()>
                 <title>{format!("task #{}: run {} → run {}, {}", c.task, c.from_run, c.to_run, c.reason.label())}</title>
+            </path>
+        })
+        .collect_view();
+    let stub_marks = stubs
+        .into_iter()
+        .map(|st| view! {
+            <path class=format!("reclaim-stub reason-{}", st.reason.as_str()) class:hot=lit_up(st.task) d=st.path()
+                data-to-run=st.to_run data-task=st.task data-reason=st.reason.as_str()>
+                <title>{format!("task #{}: run {} {}; the attempt before it is not drawn (earlier, or in a lane not shown)", st.task, st.to_run, st.reason.label())}</title>
             </path>
         })
         .collect_view();
@@ -567,7 +734,7 @@ fn Swimlanes(
     });
 
     // Drag across the chart to zoom into that stretch (the URL holds it; "back" returns live).
-    let drag = RwSignal::new(None::<(f64, f64)>);
+    // `drag` is held by the page, so a live redraw in the middle of a drag keeps it.
     let navigate = leptos_router::hooks::use_navigate();
     let zoom_to = move |a: f64, b: f64| {
         let (a, b) = (a.min(b).max(x0), a.max(b).min(x1));
@@ -593,6 +760,12 @@ fn Swimlanes(
             <text class="now-label" x=now_x + 3.0 y=g.axis_h - 7.0>"now"</text>
         }
     });
+    let chart_label = match data.fixed {
+        Some((a, b)) => {
+            format!("Runs per {lanes_by} from {} to {} UTC", a.format("%H:%M:%S"), b.format("%H:%M:%S"))
+        }
+        None => format!("Runs per {lanes_by} over the last {minutes} minutes"),
+    };
     let window_note = match data.fixed {
         Some((a, b)) => format!(
             "Zoomed: {} → {} UTC (fixed; drag again to zoom further).",
@@ -603,14 +776,14 @@ fn Swimlanes(
     };
 
     view! {
-        <figure class="timeline" data-testid="timeline">
-            <svg viewBox=format!("0 0 {} {height}", g.width) role="img"
-                aria-label=format!("Runs per {lanes_by} over the last {minutes} minutes")
+        <figure class="timeline" data-testid="timeline" data-now=server_now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)>
+            <svg node_ref=chart viewBox=format!("0 0 {} {height}", g.width) role="img"
+                aria-label=chart_label
                 class:focusing=move || hot.get().is_some()
-                on:mouseover=move |ev| point_at(&ev, run_under(&ev))
-                on:mouseleave=move |ev| point_at(&ev, None)
-                on:focusin=move |ev| point_at(&ev, run_under(&ev))
-                on:focusout=move |ev| point_at(&ev, None)
+                on:mouseover=move |ev| point_at(run_under(&ev))
+                on:mouseleave=move |_| point_at(None)
+                on:focusin=move |ev| point_at(run_under(&ev))
+                on:focusout=move |_| point_at(None)
                 on:mousedown=move |ev| {
                     if let Some(x) = user_x(&ev, g.width).filter(|x| (x0..=x1).contains(x)) {
                         if ev.button() == 0 {
@@ -633,15 +806,20 @@ fn Swimlanes(
                 }>
                 <defs>
                     <clipPath id="timeline-plot"><rect x=x0 y=0 width=x1 - x0 height=clip_h /></clipPath>
+                    // Failed runs are hatched as well as red, so the chart reads without colour
+                    // (each state has its own stroke or fill: style/main.css).
+                    <pattern id="timeline-hatch" patternUnits="userSpaceOnUse" width=5 height=5 patternTransform="rotate(45)">
+                        <line class="hatch-line" x1=0 y1=0 x2=0 y2=5 />
+                    </pattern>
                 </defs>
                 {lane_rows}
                 <g clip-path="url(#timeline-plot)">
                     <g class="plot" transform=move || format!("translate({:.2},0)", shift())>
                         <g class="axis">{ticks}</g>
-                        <g class="cells">{cell_marks}</g>
-                        <g class="bars">{bar_marks}</g>
-                        <g class="reclaims">{connector_marks}</g>
-                        <g class="glyphs">{glyph_marks}</g>
+                        <g class="marks">
+                            <For each=move || on_screen.get() key=move |lane| (drawing, *lane) children=draw_lane.clone() />
+                        </g>
+                        <g class="reclaims">{connector_marks}{stub_marks}</g>
                     </g>
                 </g>
                 {brush}

@@ -5,20 +5,23 @@
 use crate::api::tasks::get_task;
 use crate::auth::use_can_act;
 use crate::components::actions::{ActionFeedback, ActionUi, TaskActions};
+use crate::components::audit_line::AuditLine;
 use crate::components::badges::StateBadge;
 use crate::components::meter::LeaseMeter;
 use crate::components::text::LongText;
 use crate::components::time::{relative, use_time_prefs, Time};
 use crate::components::trace::TraceLink;
-use crate::pages::audit::AuditLine;
 use crate::pages::{error_view, live_version_where, LeaseChecks};
 use chrono::{DateTime, Utc};
 use lastword_core::leases::lease_used_percent;
 use lastword_core::query::encode_component;
-use lastword_core::{ActionKind, Effect, Run, RunState, TaskDetail};
+use lastword_core::{ActionKind, Effect, Run, TaskDetail};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
+use story_layout::{story_layout, StoryGeometry};
+
+pub mod story_layout;
 
 #[component]
 pub fn TaskPage() -> impl IntoView {
@@ -187,7 +190,7 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
         </div>
         <section aria-labelledby="story-title">
             <h2 id="story-title">"Story"</h2>
-            <Story runs=detail.runs.clone() effects=detail.effects.clone() />
+            <Story runs=detail.runs.clone() effects=detail.effects.clone() now=detail.as_of />
         </section>
         <section aria-labelledby="runs-title">
             <h2 id="runs-title">{format!("Runs ({})", detail.runs.len())}</h2>
@@ -258,39 +261,20 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
     }
 }
 
-/// The attempts drawn on one time axis, a lane per run.
+/// The attempts drawn on one time axis, a lane per run, as of `now`: the instant the server read
+/// them (never the wall clock, which differs between the server's render and hydration). Where
+/// each mark goes is [`story_layout`]'s; this only writes the SVG.
 #[component]
-fn Story(runs: Vec<Run>, effects: Vec<Effect>) -> impl IntoView {
-    if runs.is_empty() {
+fn Story(runs: Vec<Run>, effects: Vec<Effect>, now: DateTime<Utc>) -> impl IntoView {
+    let Some(l) = story_layout(&runs, &effects, now, &StoryGeometry::default()) else {
         return view! { <p class="muted">"Never claimed yet."</p> }.into_any();
-    }
-    let now = Utc::now();
-    let end_of = |r: &Run| r.finished_at.unwrap_or(now.max(r.lease_expires_at));
-    let t0 = runs.iter().map(|r| r.claimed_at).min().unwrap_or(now);
-    let t1 = runs.iter().map(end_of).chain(effects.iter().map(|e| e.created_at)).max().unwrap_or(now);
-    let span = ((t1 - t0).num_milliseconds().max(1000)) as f64;
-    let (label_w, width, lane_h) = (150.0, 900.0, 28.0);
-    let x = move |t: DateTime<Utc>| {
-        label_w + (t - t0).num_milliseconds() as f64 / span * (width - label_w - 20.0)
     };
-    let height = lane_h * runs.len() as f64 + 24.0;
-
-    // Windows in which two runs both ran: where double execution becomes possible.
-    let mut overlaps = Vec::new();
-    for (i, a) in runs.iter().enumerate() {
-        for b in runs.iter().skip(i + 1) {
-            let start = a.claimed_at.max(b.claimed_at);
-            let end = end_of(a).min(end_of(b));
-            if start < end {
-                overlaps.push((start, end));
-            }
-        }
-    }
-    let shaded = overlaps
-        .into_iter()
-        .map(|(s, e)| {
+    let shaded = l
+        .overlaps
+        .iter()
+        .map(|o| {
             view! {
-                <rect class="overlap" x=x(s) y=0 width=(x(e) - x(s)).max(1.0) height=height - 20.0>
+                <rect class="overlap" x=o.x y=0 width=o.w height=l.overlap_h()>
                     <title>"two workers ran this task at once"</title>
                 </rect>
             }
@@ -298,40 +282,37 @@ fn Story(runs: Vec<Run>, effects: Vec<Effect>) -> impl IntoView {
         .collect_view();
     let lanes = runs
         .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let y = i as f64 * lane_h + 4.0;
-            let (x0, x1) = (x(r.claimed_at), x(end_of(r)));
-            let lapsed = r.finished_at.map(|f| r.lease_expires_at < f).unwrap_or(r.lease_expires_at < now);
-            let expiry = (r.lease_expires_at <= t1).then(|| {
-                let ex = x(r.lease_expires_at);
+        .zip(&l.lanes)
+        .map(|(r, lane)| {
+            let (mid_y, bar_h) = (l.mid_y(lane), l.bar_h());
+            let expiry = lane.expiry.map(|tick| {
                 view! {
-                    <line class={if lapsed { "expiry lapsed" } else { "expiry" }} x1=ex x2=ex y1=y - 2.0 y2=y + lane_h - 6.0>
-                        <title>{if lapsed { "lease lapsed here" } else { "lease expiry" }}</title>
+                    <line class=if tick.lapsed { "expiry lapsed" } else { "expiry" } x1=tick.x x2=tick.x y1=lane.y - 2.0 y2=lane.y + bar_h + 2.0>
+                        <title>{if tick.lapsed { "lease lapsed here" } else { "lease expiry" }}</title>
                     </line>
                 }
             });
-            let rejected = (r.state == RunState::LostLease).then(|| {
-                let fx = x(end_of(r));
+            let rejected = lane.rejected_x.map(|fx| {
                 view! {
-                    <text class="rejected" x=fx - 5.0 y=y + 17.0>"✕"<title>"final write rejected: the lease was lost"</title></text>
+                    <text class="rejected" x=fx - 5.0 y=mid_y + 6.0>"✕"<title>"final write rejected: the lease was lost"</title></text>
                 }
             });
-            let run_effects = effects
+            let run_effects = lane
+                .effects
                 .iter()
-                .filter(|e| e.run_id == r.id)
-                .map(|e| {
+                .map(|&(k, cx)| {
+                    let e = &effects[k];
                     view! {
-                        <circle class="effect" cx=x(e.created_at) cy=y + 11.0 r=5>
+                        <circle class="effect" cx=cx cy=mid_y r=5>
                             <title>{format!("effect {} under epoch {} ({})", e.kind, e.lease_epoch, e.idempotency_key)}</title>
                         </circle>
                     }
                 })
                 .collect_view();
             view! {
-                <g class=format!("lane state-{}", r.state.as_str()) data-epoch=r.lease_epoch>
-                    <text class="lane-label" x=4 y=y + 15.0>{format!("{} · epoch {}", r.worker, r.lease_epoch)}</text>
-                    <rect class=format!("bar state-{}", r.state.as_str()) x=x0 y=y width=(x1 - x0).max(2.0) height=lane_h - 8.0 rx=3>
+                <g class=format!("lane state-{}", r.state.as_str()) data-epoch=r.lease_epoch data-run=r.id>
+                    <text class="lane-label" x=4 y=mid_y + 4.0>{format!("{} · epoch {}", r.worker, r.lease_epoch)}</text>
+                    <rect class=format!("bar state-{}", r.state.as_str()) x=lane.bar.0 y=lane.y width=lane.bar.1 height=bar_h rx=3>
                         <title>{format!("{}: {}", r.worker, r.state.as_str())}</title>
                     </rect>
                     {expiry}
@@ -341,29 +322,26 @@ fn Story(runs: Vec<Run>, effects: Vec<Effect>) -> impl IntoView {
             }
         })
         .collect_view();
-    // Re-claims: a link from where a lease lapsed to the next claim.
-    let reclaims = runs
-        .windows(2)
-        .filter(|w| w[1].claimed_at >= w[0].lease_expires_at && w[0].finished_at.is_none_or(|f| f > w[1].claimed_at))
-        .map(|w| {
-            let i = runs.iter().position(|r| r.id == w[0].id).unwrap_or(0) as f64;
-            let (ax, ay) = (x(w[0].lease_expires_at), i * lane_h + 15.0);
-            let (bx, by) = (x(w[1].claimed_at), (i + 1.0) * lane_h + 15.0);
+    let worker_of = |id: i64| runs.iter().find(|r| r.id == id).map(|r| r.worker.clone()).unwrap_or_default();
+    let reclaims = l
+        .reclaims
+        .iter()
+        .map(|c| {
             view! {
-                <path class="reclaim" d=format!("M{ax},{ay} C{ax},{by} {bx},{ay} {bx},{by}")>
-                    <title>{format!("{} re-claimed after {}'s lease lapsed", w[1].worker, w[0].worker)}</title>
+                <path class="reclaim" d=c.path() data-from-run=c.from_run data-to-run=c.to_run>
+                    <title>{format!("{} re-claimed after {}'s lease lapsed", worker_of(c.to_run), worker_of(c.from_run))}</title>
                 </path>
             }
         })
         .collect_view();
     view! {
         <figure class="story" data-testid="story">
-            <svg viewBox=format!("0 0 {width} {height}") role="img" aria-label="Every attempt on one time axis">
+            <svg viewBox=format!("0 0 {} {}", l.g.width, l.height()) role="img" aria-label="Every attempt on one time axis">
                 {shaded}
                 {lanes}
                 {reclaims}
-                <text class="axis" x=label_w y=height - 4.0>{t0.format("%H:%M:%S UTC").to_string()}</text>
-                <text class="axis" x=width - 110.0 y=height - 4.0>{t1.format("%H:%M:%S UTC").to_string()}</text>
+                <text class="axis" x=l.g.label_w y=l.axis_y()>{l.span.0.format("%H:%M:%S UTC").to_string()}</text>
+                <text class="axis" text-anchor="end" x=l.g.width - l.g.right_pad y=l.axis_y()>{l.span.1.format("%H:%M:%S UTC").to_string()}</text>
             </svg>
             <figcaption class="muted">
                 "Bars: runs from claim to finish. Tick: lease expiry (red when it lapsed before the run ended). "
