@@ -625,13 +625,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     let preview =
         f.store.requeue_preview(&selection, lastword_core::BulkOptions::default(), f.now()).await.unwrap();
     assert_eq!(preview.unsafe_count, 1);
-    let unacknowledged = BulkRequeueRequest {
-        reason: "retry".into(),
-        preview_token: Some(preview.token.clone()),
-        ..Default::default()
-    }
-    .validate()
-    .unwrap();
+    let unacknowledged = BulkRequeueRequest::confirming(&preview, "retry").validate().unwrap();
     match f
         .store
         .bulk_requeue(&selection, &unacknowledged, &Actor::new("bob", "token:bob"), f.now())
@@ -670,11 +664,7 @@ async fn a_filter_selecting_too_many_tasks_is_refused(db: Db) {
         .await
         .unwrap();
     assert!(preview.too_many);
-    let request = BulkRequeueRequest {
-        reason: "all".into(),
-        preview_token: Some(preview.token.clone()),
-        ..Default::default()
-    };
+    let request = BulkRequeueRequest::confirming(&preview, "all");
     // Selections are capped before the store by validation; filters by the store.
     assert!(BulkRequeueRequest { task_ids: Some(ids), ..request.clone() }.validate().is_err());
 }
@@ -797,13 +787,7 @@ async fn a_retry_that_cannot_work_needs_the_operator_to_say_the_cause_is_fixed(d
     let selection = BulkSelection::Tasks(vec![overflow, timeout]);
     let preview =
         f.store.requeue_preview(&selection, lastword_core::BulkOptions::default(), f.now()).await.unwrap();
-    let request = BulkRequeueRequest {
-        reason: "API recovered".into(),
-        preview_token: Some(preview.token.clone()),
-        ..Default::default()
-    }
-    .validate()
-    .unwrap();
+    let request = BulkRequeueRequest::confirming(&preview, "API recovered").validate().unwrap();
     match f.store.bulk_requeue(&selection, &request, &Actor::cli("ops"), f.now()).await.unwrap() {
         BulkOutcome::Applied { actions } => {
             assert_eq!(actions.iter().map(|a| a.task_id).collect::<Vec<_>>(), [timeout])

@@ -44,13 +44,7 @@ async fn a_500_task_bulk_requeue_leaves_live_workers_heartbeating(db: Db, backen
     let preview =
         store.requeue_preview(&selection, lastword_core::BulkOptions::default(), Utc::now()).await.unwrap();
     assert_eq!(preview.tasks.len(), BULK_MAX);
-    let request = BulkRequeueRequest {
-        reason: "sweep".into(),
-        preview_token: Some(preview.token.clone()),
-        ..Default::default()
-    }
-    .validate()
-    .unwrap();
+    let request = BulkRequeueRequest::confirming(&preview, "sweep").validate().unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
     let beating = {

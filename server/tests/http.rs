@@ -23,9 +23,14 @@ async fn get(app: &axum::Router, uri: &str) -> (StatusCode, String) {
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Leptos rendering in tests that run in parallel, each on its own tokio runtime, can hang
-/// (seen: 10 of 40 runs of this binary; 0 of 40 with one test at a time). The server itself
-/// runs one runtime and is not affected. Every test here takes this lock for its duration.
+/// Two page renders in one process at once can wait forever: a render's runtime sits idle in
+/// epoll with nothing runnable, on a wake that never comes; since the request timeout (30 s)
+/// it ends as a 503 instead of a hang. Seen without this lock: 4 of 10 runs of four page tests,
+/// 1 of 8 of `links_carrying_worker_names_encode_them` with `runs_with_a_trace_id_…` alone,
+/// and 2 of 20 with every test on ONE shared multi-threaded runtime, so per-test runtimes are
+/// not the cause (session note of 2026-12-03; process-wide state in Leptos, such as
+/// reactive_graph's global transition, is the next suspect). Every test here takes this lock
+/// for its duration until the cause is found.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())

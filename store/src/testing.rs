@@ -230,31 +230,13 @@ pub async fn discard_postgres(db: Db) {
 #[macro_export]
 macro_rules! on_every_backend {
     ($($case:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    super::$case($crate::testing::sqlite_memory().await).await;
-                }
-            )+
-        }
+        $crate::on_sqlite_and_postgres!($($case),+);
         mod sqlite_file {
             $(
                 #[tokio::test]
                 async fn $case() {
                     let (db, _dir) = $crate::testing::sqlite_file().await;
                     super::$case(db).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    if let Some(db) = $crate::testing::postgres(stringify!($case)).await {
-                        super::$case(db.clone()).await;
-                        $crate::testing::discard_postgres(db).await;
-                    }
                 }
             )+
         }

@@ -134,6 +134,16 @@ pub struct BulkRequeueRequest {
 }
 
 impl BulkRequeueRequest {
+    /// A confirmation of exactly what `preview` showed (its token names the tasks and their
+    /// epochs), for `reason`; everything else at its default.
+    pub fn confirming(preview: &BulkPreview, reason: &str) -> BulkRequeueRequest {
+        BulkRequeueRequest {
+            reason: reason.into(),
+            preview_token: Some(preview.token.clone()),
+            ..Default::default()
+        }
+    }
+
     /// What this confirmation takes beyond the default.
     pub fn options(&self) -> BulkOptions {
         BulkOptions { fence: self.fence, include_deterministic: self.include_deterministic }
