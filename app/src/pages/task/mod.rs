@@ -61,7 +61,10 @@ pub fn TaskPage() -> impl IntoView {
         }
     });
     view! {
-        <Title text=move || id.get().map(|i| format!("Task #{i}")).unwrap_or_else(|| "Task".into()) />
+        // `try_get`: on the server the title is written into the page's head from outside this
+        // page's reactive owner, once the owner may already be gone (seen under concurrent
+        // renders: a panic, "accessed a reactive value … already disposed").
+        <Title text=move || id.try_get().flatten().map(|i| format!("Task #{i}")).unwrap_or_else(|| "Task".into()) />
         <section class="page">
             <ActionFeedback ui=ui />
             <Suspense fallback=|| view! { <p class="muted">"Loading the task…"</p> }>
