@@ -155,7 +155,6 @@ pub fn story_layout(
     let plot_w = g.width - g.label_w - g.right_pad;
     let x = |t: DateTime<Utc>| g.label_w + (t - t0).num_milliseconds() as f64 / span_ms * plot_w;
     let lane_top = |i: usize| g.top + i as f64 * g.lane_h;
-    let bar_h = g.lane_h - g.bar_gap;
 
     let lanes = runs
         .iter()
@@ -192,9 +191,9 @@ pub fn story_layout(
         }
     }
 
+    let mut layout = StoryLayout { g: *g, span: (t0, t1), lanes, overlaps, reclaims: Vec::new() };
     // A claim after the previous attempt's lease lapsed while that attempt had not finished:
-    // the lease changed hands under a running worker.
-    let middle = bar_h / 2.0;
+    // the lease changed hands under a running worker. The curve joins the two bars' middles.
     let reclaims = runs
         .windows(2)
         .enumerate()
@@ -204,12 +203,12 @@ pub fn story_layout(
         .map(|(i, w)| Reclaim {
             from_run: w[0].id,
             to_run: w[1].id,
-            from: (x(w[0].lease_expires_at), lane_top(i) + middle),
-            to: (x(w[1].claimed_at), lane_top(i + 1) + middle),
+            from: (x(w[0].lease_expires_at), layout.mid_y(&layout.lanes[i])),
+            to: (x(w[1].claimed_at), layout.mid_y(&layout.lanes[i + 1])),
         })
         .collect();
-
-    Some(StoryLayout { g: *g, span: (t0, t1), lanes, overlaps, reclaims })
+    layout.reclaims = reclaims;
+    Some(layout)
 }
 
 #[cfg(test)]
