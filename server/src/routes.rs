@@ -11,7 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use leptos::prelude::provide_context;
-use leptos_axum::{generate_route_list, LeptosRoutes};
+use leptos_axum::{generate_route_list, AxumRouteListing, LeptosRoutes};
+use std::sync::LazyLock;
 use std::time::Duration;
 use tower_http::trace::TraceLayer;
 
@@ -20,6 +21,19 @@ use tower_http::trace::TraceLayer;
 /// enough that a stuck query cannot hold a connection and a browser tab for minutes.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The dashboard's page routes, generated once per process and shared by every router built.
+///
+/// Generating them renders the whole app with resource loading switched off by a
+/// *process-wide* flag (leptos_server's `SuppressResourceLoad`, set and cleared by
+/// `RouteList::generate`). A page rendering in the same process at that moment has its resources
+/// never load, and its response never comes (leptos#4773). The binary builds one router before it
+/// serves, so it never met this; tests build a router each, concurrently, and hung (2 to 4 runs in
+/// 10 of four page tests, before this). Once per process means no render can ever overlap it.
+fn page_routes() -> Vec<AxumRouteListing> {
+    static ROUTES: LazyLock<Vec<AxumRouteListing>> = LazyLock::new(|| generate_route_list(App));
+    ROUTES.clone()
+}
+
 pub fn router(state: AppState) -> Router {
     router_with(state, Router::new())
 }
@@ -27,7 +41,7 @@ pub fn router(state: AppState) -> Router {
 /// [`router`] with `extra` routes merged in, behind the same middleware (authentication,
 /// cross-site protection, sessions); for tests that need a route of their own.
 pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
-    let routes = generate_route_list(App);
+    let routes = page_routes();
     let store = state.store.clone();
     let live = state.live.clone();
     let site = state.site.clone();

@@ -1,8 +1,5 @@
 //! Who may act: the three authentication modes, sessions, tokens, and cross-site protection,
 //! driven through the router the binary serves (docs/auth.md).
-// Intended: each test holds `serial()` for its whole run (one thread and runtime per test,
-// so the lock only makes the other tests wait; see `serial`).
-#![allow(clippy::await_holding_lock)]
 
 mod common;
 
@@ -25,14 +22,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Leptos rendering in tests that run in parallel, each on its own tokio runtime, can hang
-/// (seen: 10 of 40 runs of this binary; 0 of 40 with one test at a time). The server itself
-/// runs one runtime and is not affected. Every test here takes this lock for its duration.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// The real router plus `POST /api/v1/test/act`, an operator-only route that counts its runs.
 fn app(db: &Db, auth: Auth) -> (Router, Arc<AtomicUsize>) {
@@ -74,7 +63,6 @@ fn bearer(token: &str) -> String {
 
 #[tokio::test]
 async fn local_mode_gives_the_local_operator_without_login() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, runs) = app(&db, Auth::local());
     let me = send(&app, get("/api/v1/me").body(Body::empty()).unwrap()).await;
@@ -96,7 +84,6 @@ async fn local_mode_gives_the_local_operator_without_login() {
 
 #[tokio::test]
 async fn local_mode_refuses_cross_site_writes_so_no_web_page_can_act_through_the_browser() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, runs) = app(&db, Auth::local());
     let from_evil = send(
@@ -131,7 +118,6 @@ async fn local_mode_refuses_cross_site_writes_so_no_web_page_can_act_through_the
 /// alike, with nothing done; the names we serve, and the probes, still answer.
 #[tokio::test]
 async fn requests_for_a_host_we_do_not_serve_are_refused_in_every_mode() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let allowed = AllowedHosts::new(["dash.example.com"]);
     let fx = credentials();
@@ -179,7 +165,6 @@ async fn requests_for_a_host_we_do_not_serve_are_refused_in_every_mode() {
 
 #[tokio::test]
 async fn users_mode_without_credentials_is_401_for_the_api_and_the_login_page_for_browsers() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let (app, _) = users_app(&db, &f.toml).await;
@@ -213,7 +198,6 @@ async fn users_mode_without_credentials_is_401_for_the_api_and_the_login_page_fo
 
 #[tokio::test]
 async fn tokens_viewers_read_operators_act_unknown_ones_are_refused() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let (app, runs) = users_app(&db, &f.toml).await;
@@ -276,7 +260,6 @@ async fn tokens_viewers_read_operators_act_unknown_ones_are_refused() {
 
 #[tokio::test]
 async fn a_wrong_password_redirects_back_with_an_error_and_no_session() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, _) = users_app(&db, &credentials().toml).await;
     let wrong = login(&app, "alice", "nope", "/failures").await;
@@ -290,7 +273,6 @@ async fn a_wrong_password_redirects_back_with_an_error_and_no_session() {
 
 #[tokio::test]
 async fn login_gives_a_session_that_names_the_user_until_logout() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let (app, _) = users_app(&db, &f.toml).await;
@@ -333,7 +315,6 @@ async fn login_gives_a_session_that_names_the_user_until_logout() {
 /// a password prompt mid-incident and make scripts think their credentials are bad.
 #[tokio::test]
 async fn a_database_outage_in_users_mode_answers_503_with_the_banner_not_a_logout() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let (app, _) = users_app(&db, &f.toml).await;
@@ -374,7 +355,6 @@ async fn login_from(app: &Router, peer: &str, user: &str, password: &str) -> Ans
 
 #[tokio::test]
 async fn sign_in_attempts_are_limited_per_user_name_and_per_source_with_429_and_retry_after() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let limits = LoginLimits {
@@ -421,7 +401,6 @@ async fn sign_in_attempts_are_limited_per_user_name_and_per_source_with_429_and_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hash_checks_run_a_bounded_number_at_once_and_the_rest_get_429() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let limits = LoginLimits { concurrent_checks: 1, check_wait: Duration::ZERO, ..LoginLimits::default() };
@@ -445,7 +424,6 @@ async fn hash_checks_run_a_bounded_number_at_once_and_the_rest_get_429() {
 
 #[tokio::test]
 async fn a_session_ends_at_its_absolute_lifetime_however_active_it_is() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let lifetime = Duration::from_millis(600);
@@ -480,7 +458,6 @@ async fn a_session_ends_at_its_absolute_lifetime_however_active_it_is() {
 
 #[tokio::test]
 async fn after_login_only_local_paths_are_followed() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, _) = users_app(&db, &credentials().toml).await;
     for next in ["//evil.example", "https://evil.example/", "/\\evil.example"] {
@@ -492,7 +469,6 @@ async fn after_login_only_local_paths_are_followed() {
 
 #[tokio::test]
 async fn the_cookie_is_secure_when_asked() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let auth =
         Auth::users(Users::parse(&credentials().toml).unwrap(), &db).await.unwrap().with_cookie_secure(true);
@@ -503,7 +479,6 @@ async fn the_cookie_is_secure_when_asked() {
 
 #[tokio::test]
 async fn sessions_are_shared_between_servers_and_end_when_the_user_is_removed() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let (first, _) = users_app(&db, &f.toml).await;
@@ -524,7 +499,6 @@ async fn sessions_are_shared_between_servers_and_end_when_the_user_is_removed() 
 
 #[tokio::test]
 async fn a_viewer_session_may_not_act() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, runs) = users_app(&db, &credentials().toml).await;
     let cookie = login(&app, "vera", "vera-pw", "/").await.session_cookie().unwrap();
@@ -583,7 +557,6 @@ async fn a_viewer_session_may_not_act() {
 
 #[tokio::test]
 async fn cross_site_writes_with_a_valid_session_are_refused_before_the_handler_runs() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     // Served as dash.internal (started with --allowed-host dash.internal).
     let auth = Auth::users(Users::parse(&credentials().toml).unwrap(), &db).await.unwrap();
@@ -633,7 +606,6 @@ async fn cross_site_writes_with_a_valid_session_are_refused_before_the_handler_r
 
 #[tokio::test]
 async fn a_public_origin_is_trusted_behind_a_host_rewriting_proxy() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let origin =
         lastword_server::auth::cross_origin::PublicOrigin::parse("https://lastword.example.com").unwrap();
@@ -677,7 +649,6 @@ fn from_peer(peer: &str, uri: &str, user: Option<&str>, groups: Option<&str>) ->
 
 #[tokio::test]
 async fn proxy_mode_believes_trusted_peers_only_and_maps_roles() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let (app, _) = app(&db, proxy_auth(None));
     let me = |peer: &'static str, user, groups| {
@@ -704,7 +675,6 @@ async fn proxy_mode_believes_trusted_peers_only_and_maps_roles() {
 
 #[tokio::test]
 async fn proxy_mode_also_takes_tokens_from_a_users_file() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let (app, _) = app(&db, proxy_auth(Some(Users::parse(&f.toml).unwrap())));
@@ -717,7 +687,6 @@ async fn proxy_mode_also_takes_tokens_from_a_users_file() {
 
 #[tokio::test]
 async fn proxy_mode_believes_a_user_header_sent_once_and_lets_the_proxy_pass_its_own_authorization() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let f = credentials();
     let (app, runs) = app(&db, proxy_auth(Some(Users::parse(&f.toml).unwrap())));
@@ -756,7 +725,6 @@ async fn proxy_mode_believes_a_user_header_sent_once_and_lets_the_proxy_pass_its
 
 #[tokio::test]
 async fn users_files_are_validated_at_start() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     let addr: SocketAddr = "0.0.0.0:3000".parse().unwrap();
     let dir = tempfile::tempdir().unwrap();

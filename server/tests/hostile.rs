@@ -7,8 +7,6 @@
 //! The values are a fixed list plus a seeded generator (the same cases every run, so a
 //! failure reproduces): the independent fuzzer is schemathesis against the OpenAPI document,
 //! this is the in-repo floor that runs in every `cargo test`.
-// Intended: each test holds `serial()` for its whole run (see `serial`).
-#![allow(clippy::await_holding_lock)]
 
 mod common;
 
@@ -19,13 +17,6 @@ use lastword_core::Tokens;
 use lastword_server::{router, state::leptos_options, AppState};
 use lastword_store::testing::{insert_task, scalar, sqlite_memory};
 use lastword_store::{store_for, Db};
-
-/// Leptos rendering in tests that run in parallel on their own runtimes can hang (see
-/// server/tests/http.rs); every test here takes this lock.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Query values and path segments, already percent-encoded where they must be.
 fn hostile_values() -> Vec<String> {
@@ -301,14 +292,12 @@ macro_rules! on_both {
         mod sqlite {
             $(#[tokio::test]
             async fn $case() {
-                let _serial = super::serial();
                 super::$case(super::sqlite_memory().await).await;
             })+
         }
         mod postgres {
             $(#[tokio::test]
             async fn $case() {
-                let _serial = super::serial();
                 if let Some(db) = lastword_store::testing::postgres(stringify!($case)).await {
                     super::$case(db.clone()).await;
                     lastword_store::testing::discard_postgres(db).await;

@@ -1,7 +1,4 @@
 //! HTTP tests: the router the binary serves, driven in-process, on a real database.
-// Intended: each test holds `serial()` for its whole run (one thread and runtime per test,
-// so the lock only makes the other tests wait; see `serial`).
-#![allow(clippy::await_holding_lock)]
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -23,22 +20,8 @@ async fn get(app: &axum::Router, uri: &str) -> (StatusCode, String) {
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Two page renders in one process at once can wait forever: a render's runtime sits idle in
-/// epoll with nothing runnable, on a wake that never comes; since the request timeout (30 s)
-/// it ends as a 503 instead of a hang. Seen without this lock: 4 of 10 runs of four page tests,
-/// 1 of 8 of `links_carrying_worker_names_encode_them` with `runs_with_a_trace_id_…` alone,
-/// and 2 of 20 with every test on ONE shared multi-threaded runtime, so per-test runtimes are
-/// not the cause (session note of 2026-12-03; process-wide state in Leptos, such as
-/// reactive_graph's global transition, is the next suspect). Every test here takes this lock
-/// for its duration until the cause is found.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 #[tokio::test]
 async fn healthz_and_readyz_answer_when_the_database_is_up() {
-    let _serial = serial();
     let (app, _db) = app_on(sqlite_memory().await).await;
     let (status, body) = get(&app, "/healthz").await;
     assert_eq!(status, StatusCode::OK);
@@ -50,7 +33,6 @@ async fn healthz_and_readyz_answer_when_the_database_is_up() {
 
 #[tokio::test]
 async fn readyz_is_503_when_the_database_is_gone() {
-    let _serial = serial();
     let (app, db) = app_on(sqlite_memory().await).await;
     db.close().await;
     let (status, body) = get(&app, "/readyz").await;
@@ -62,7 +44,6 @@ async fn readyz_is_503_when_the_database_is_gone() {
 
 #[tokio::test]
 async fn readyz_is_503_while_migrations_are_pending() {
-    let _serial = serial();
     // A database with no migrations applied.
     let db = Db::connect(&lastword_store::DbTarget::SqliteMemory).await.unwrap();
     let (app, _db) = app_on(db).await;
@@ -73,7 +54,6 @@ async fn readyz_is_503_while_migrations_are_pending() {
 
 #[tokio::test]
 async fn the_overview_is_rendered_on_the_server_with_totals_from_the_store() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     insert_task(&db, "reply", "unsafe", chrono::Utc::now()).await;
     insert_task(&db, "reply", "idempotent", chrono::Utc::now()).await;
@@ -88,9 +68,57 @@ async fn the_overview_is_rendered_on_the_server_with_totals_from_the_store() {
     );
 }
 
+/// A router built while a page renders must not stall that render. Building one generates the
+/// page routes, which renders the app with Leptos' resource loading switched off process-wide
+/// (leptos#4773); the routes are generated once per process (`page_routes`), so no render can
+/// overlap it. When every router generated its own, renders overlapping a build waited out the
+/// request timeout: this is what the test files' global lock used to hide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn building_a_router_never_stalls_a_page_rendering_at_the_same_moment() {
+    let db = sqlite_memory().await;
+    let task = insert_task(&db, "reply", "unsafe", chrono::Utc::now()).await;
+    let task_page = format!("/tasks/{task}");
+    let state = AppState::new(leptos_options(), store_for(db.clone(), Tokens::default()));
+    let app = router(state.clone());
+    /// Stops the builder when the test ends, by a failed assertion too (the runtime waits for
+    /// its blocking threads before the test can report).
+    struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let building = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let stop = StopOnDrop(building.clone());
+    let builder = tokio::task::spawn_blocking({
+        let building = building.clone();
+        move || {
+            let mut built = 0u32;
+            while building.load(std::sync::atomic::Ordering::Relaxed) {
+                drop(router(state.clone()));
+                built += 1;
+            }
+            built
+        }
+    });
+    for round in 0..25 {
+        let pages =
+            futures::future::join_all(["/", "/failures", task_page.as_str()].map(|uri| get(&app, uri)));
+        let answers =
+            tokio::time::timeout(std::time::Duration::from_secs(10), pages).await.unwrap_or_else(|_| {
+                panic!("round {round}: a page render stalled while routers were being built")
+            });
+        for (status, body) in answers {
+            assert_eq!(status, StatusCode::OK, "round {round}: {body}");
+        }
+    }
+    drop(stop);
+    let built = builder.await.unwrap();
+    assert!(built > 0, "no router was built during the renders");
+}
+
 #[tokio::test]
 async fn the_totals_server_function_answers_json() {
-    let _serial = serial();
     let db = sqlite_memory().await;
     insert_task(&db, "reply", "unsafe", chrono::Utc::now()).await;
     let (app, _db) = app_on(db).await;
@@ -121,7 +149,6 @@ async fn call(app: &axum::Router, endpoint: &str, content_type: &str, body: &str
 /// bad input 400, no such task 404, database down 503, never a 500 for everything.
 #[tokio::test]
 async fn server_function_errors_carry_their_status() {
-    let _serial = serial();
     let (app, db) = app_on(sqlite_memory().await).await;
     let form = "application/x-www-form-urlencoded";
     let (status, body) = call(&app, "workers", form, "window=yesterday").await;
@@ -151,7 +178,6 @@ async fn server_function_errors_carry_their_status() {
 #[tokio::test]
 async fn the_timeline_reads_a_batch_of_runs_by_id_and_refuses_too_many() {
     use lastword_store::testing::scalar;
-    let _serial = serial();
     let db = sqlite_memory().await;
     let now = chrono::Utc::now();
     let task = insert_task(&db, "reply", "idempotent", now).await;
@@ -184,7 +210,6 @@ async fn links_carrying_worker_names_encode_them() {
     use lastword_runner::{
         enqueue, ErrorCause, NewTask, Outcome, Runner, RunnerConfig, Safety, Source, SystemClock,
     };
-    let _serial = serial();
     let db = sqlite_memory().await;
     let sly = "w&state=acted";
     let new_task = |kind: &str| NewTask {
@@ -227,7 +252,6 @@ async fn runs_with_a_trace_id_link_to_their_trace() {
     use lastword_runner::{
         enqueue, ErrorCause, NewTask, Outcome, Runner, RunnerConfig, Safety, Source, SystemClock,
     };
-    let _serial = serial();
     let db = sqlite_memory().await;
     let runner = Runner::new(db.clone(), "w1", RunnerConfig::default(), std::sync::Arc::new(SystemClock));
     let task = NewTask {
@@ -294,7 +318,6 @@ async fn runs_with_a_trace_id_link_to_their_trace() {
 
 #[tokio::test]
 async fn unknown_pages_are_404_not_500() {
-    let _serial = serial();
     let (app, _db) = app_on(sqlite_memory().await).await;
     let (status, _) = get(&app, "/no/such/page").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -304,7 +327,6 @@ async fn unknown_pages_are_404_not_500() {
 /// plain name revalidated (`304` on a repeat), and a missing hashed name never cached.
 #[tokio::test]
 async fn the_bundle_is_precompressed_and_cached_for_good_only_under_a_content_hash() {
-    let _serial = serial();
     let site = tempfile::tempdir().unwrap();
     let pkg = site.path().join("pkg");
     std::fs::create_dir_all(&pkg).unwrap();
@@ -362,7 +384,6 @@ async fn the_bundle_is_precompressed_and_cached_for_good_only_under_a_content_ha
 /// scripts carry (a fresh one per render), and nothing else inline may run.
 #[tokio::test]
 async fn pages_carry_a_nonce_policy_and_every_response_the_security_headers() {
-    let _serial = serial();
     let (app, _db) = app_on(sqlite_memory().await).await;
     let fetch = |uri: &'static str| {
         let app = app.clone();
@@ -420,7 +441,6 @@ async fn pages_carry_a_nonce_policy_and_every_response_the_security_headers() {
 /// on answering others.
 #[tokio::test]
 async fn a_request_past_its_timeout_is_cut_with_a_clear_503() {
-    let _serial = serial();
     let store = store_for(sqlite_memory().await, Tokens::default());
     let slow = axum::Router::new().route(
         "/api/v1/test/slow",
