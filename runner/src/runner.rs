@@ -8,7 +8,7 @@ use crate::outcome::{EffectRecorded, Finish, Heartbeat, Lease, Outcome};
 use crate::{sql, RunnerConfig};
 use chrono::{DateTime, Utc};
 use lastword_core::{Safety, Source, TaskStatus};
-use lastword_store::{Db, NewTask};
+use lastword_store::{Backend, Db, NewTask};
 use sqlx::types::Json;
 use std::sync::Arc;
 
@@ -20,12 +20,12 @@ macro_rules! in_tx {
     ($db:expr, |$tx:ident, $d:ident| $body:block) => {
         match $db {
             Db::Postgres(pool) => {
-                let mut $tx = pool.begin_with(sql::postgres::BEGIN).await?;
+                let mut $tx = pool.begin_with(Backend::Postgres.begin_write()).await?;
                 let $d = PgDialect;
                 $body
             }
             Db::Sqlite(pool) => {
-                let mut $tx = pool.begin_with(sql::sqlite::BEGIN).await?;
+                let mut $tx = pool.begin_with(Backend::Sqlite.begin_write()).await?;
                 let $d = SqliteDialect;
                 $body
             }

@@ -103,9 +103,6 @@ WHERE (status = 'queued' OR (status = 'leased' AND lease_expires_at <= $1))
 ORDER BY id
 LIMIT 1
 FOR UPDATE SKIP LOCKED";
-
-    /// Every write transaction starts with this.
-    pub const BEGIN: &str = "BEGIN";
 }
 
 /// SQLite's side of the statements that differ.
@@ -121,10 +118,6 @@ WHERE id IN (SELECT id FROM tasks WHERE status = 'queued'
   AND ($2 IS NULL OR kind IN (SELECT value FROM json_each($2)))
 ORDER BY id
 LIMIT 1";
-
-    /// Every write transaction starts with this: a deferred transaction that reads first could
-    /// fail to upgrade to a writer instead of waiting for the lock.
-    pub const BEGIN: &str = "BEGIN IMMEDIATE";
 }
 
 /// Every statement with its name, for the documentation check.

@@ -694,7 +694,7 @@ fn the_contract_document_quotes_every_statement() {
             "docs/contract.md does not quote sql::{name}:\n{statement}"
         );
     }
-    assert!(doc.contains(&squash(lastword_runner::sql::sqlite::BEGIN)));
+    assert!(doc.contains(lastword_store::Backend::Sqlite.begin_write()));
     assert!(
         doc.to_lowercase().contains("schema version 0001"),
         "the document names the schema version it describes"

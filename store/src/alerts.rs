@@ -6,7 +6,7 @@
 //! (docs/counts.md) over a two-day horizon, the items are index ranges of recent deaths and lost
 //! leases, the `double_executions` flags, and the tasks still being retried.
 
-use crate::queries::{bind_values, SqlBuf, Value};
+use crate::queries::{SqlBuf, Value};
 use crate::rollups::{self, OverviewRow};
 use crate::{Db, StoreError, BUCKET_SECS};
 use chrono::{DateTime, Duration, Utc};
@@ -39,8 +39,7 @@ pub async fn counts(
     now: DateTime<Utc>,
 ) -> Result<CountsReading, StoreError> {
     let buf = rollups::bucket_counts_sql(rollups::dialect(db), since, now, tokens);
-    let rows: Vec<OverviewRow> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    let rows: Vec<OverviewRow> = db.fetch_all(&buf).await?;
     let mut outcomes = Vec::new();
     for (bucket, state, error, safety, runs, _) in rows {
         let (Some(bucket), Some(state)) = (bucket, state) else { continue };
@@ -88,7 +87,7 @@ pub(crate) async fn loops(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Resul
            AND (SELECT COUNT(*) FROM {streak} x WHERE x.s IN ('silent', 'lost_lease', 'failed', 'empty_output')) = {n} \
          ORDER BY t.id LIMIT {limit}"
     ));
-    Ok(on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?))
+    Ok(db.fetch_all(&buf).await?)
 }
 
 /// The newest applied acknowledgement epoch of `item` per task among `ids`, counting only those
@@ -123,10 +122,8 @@ pub async fn attention_now(db: &Db, tokens: &Tokens, now: DateTime<Utc>) -> Resu
     let dead_since = now - Duration::hours(DEAD_HORIZON_HOURS);
     let taken = |since| crate::queries::attention_taken(since, far_future);
     let (all, recent) = (taken(far_past), taken(dead_since));
-    let (_, double_taken, _): (i64, i64, i64) =
-        on_db!(db, p => bind_values!(sqlx::query_as(&all.sql), &all.args).fetch_one(p).await?);
-    let (dead_taken, _, _): (i64, i64, i64) =
-        on_db!(db, p => bind_values!(sqlx::query_as(&recent.sql), &recent.args).fetch_one(p).await?);
+    let (_, double_taken, _): (i64, i64, i64) = db.fetch_one(&all).await?;
+    let (dead_taken, _, _): (i64, i64, i64) = db.fetch_one(&recent).await?;
     let dead: i64 = on_db!(db, p => sqlx::query_scalar(
         "SELECT COUNT(*) FROM tasks t WHERE t.status = 'dead' AND t.updated_at >= $1")
         .bind(dead_since)

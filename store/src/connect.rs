@@ -47,6 +47,17 @@ impl Backend {
             Backend::Sqlite => "sqlite",
         }
     }
+
+    /// How every write transaction begins, the runner's and the store's alike. SQLite takes the
+    /// write lock up front (`BEGIN IMMEDIATE`): a deferred transaction that reads first could fail
+    /// to upgrade to a writer instead of waiting for the lock, and two claims could pick the same
+    /// candidate. PostgreSQL locks rows as it goes (`FOR UPDATE`).
+    pub const fn begin_write(self) -> &'static str {
+        match self {
+            Backend::Postgres => "BEGIN",
+            Backend::Sqlite => "BEGIN IMMEDIATE",
+        }
+    }
 }
 
 /// Where the data lives, decided once at start-up from `DATABASE_URL` / `--data-dir`.

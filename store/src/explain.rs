@@ -114,7 +114,7 @@ pub fn timeline(name: &str, window: Duration, now: DateTime<Utc>, tokens: &Token
 
 /// A task page's runs.
 pub fn task_runs(name: &str, task_id: i64, now: DateTime<Utc>, tokens: &Tokens) -> Statement {
-    Statement::new(name, queries::task_runs(PG, task_id, now, tokens))
+    Statement::new(name, queries::task::task_runs(PG, task_id, now, tokens))
 }
 
 /// The run lists of the Failures page and the API, first page: unfiltered failures, one

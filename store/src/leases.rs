@@ -256,8 +256,7 @@ async fn skewed_workers(
          WHERE r.claimed_at >= {from} AND r.claimed_at < {to}{kind_cond} AND {ahead} > {tolerance} \
          GROUP BY r.worker ORDER BY 3 DESC, r.worker"
     ));
-    let rows: Vec<(String, i64, i64)> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    let rows: Vec<(String, i64, i64)> = db.fetch_all(&buf).await?;
     Ok(rows.into_iter().map(|(worker, runs, ahead_ms)| SkewedWorker { worker, runs, ahead_ms }).collect())
 }
 
@@ -289,8 +288,7 @@ async fn worker_health(
              AND r.claimed_at >= {since} AND r.claimed_at < {until}{kind_cond}) x \
          GROUP BY worker ORDER BY 4 DESC, 3 DESC, 2 DESC, worker"
     ));
-    let rows: Vec<(String, i64, i64, i64)> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    let rows: Vec<(String, i64, i64, i64)> = db.fetch_all(&buf).await?;
     Ok(rows
         .into_iter()
         .map(|(worker, paused, stalled, dead)| WorkerLeaseHealth { worker, paused, stalled, dead })
@@ -319,8 +317,7 @@ async fn heartbeats(
         left = ms_between(d, "r.lease_expires_at", &now_arg),
         lease = ms_between(d, "r.lease_expires_at", heard),
     ));
-    let rows: Vec<(i64, i64, String, String, i64, i64, i64)> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    let rows: Vec<(i64, i64, String, String, i64, i64, i64)> = db.fetch_all(&buf).await?;
     Ok(rows
         .into_iter()
         .map(|(run_id, task_id, kind, worker, heartbeat_age_ms, lease_left_ms, lease_ms)| HeartbeatHealth {

@@ -1,8 +1,9 @@
 //! The contract tables behind one interface.
 //!
 //! PostgreSQL is the production database; SQLite is the embedded default so a fresh machine
-//! runs with no server. Both sit behind [`Store`], implemented once per backend
-//! ([`PgStore`], [`SqliteStore`]) and held to one conformance suite (`tests/conformance.rs`).
+//! runs with no server. Both sit behind [`Store`], implemented once ([`SqlStore`]) over either
+//! database, with what differs between them as data (a dialect per backend), and held to one
+//! conformance suite on both (`tests/conformance.rs`).
 //! The backend is chosen at runtime from the URL's scheme ([`DbTarget`]).
 
 /// Runs the same code with the pool of either backend (sqlx type-checks it for each). Defined
@@ -21,6 +22,7 @@ pub mod alerts;
 pub mod changes;
 mod connect;
 mod error;
+mod exec;
 pub mod explain;
 pub mod leases;
 pub mod notify;
@@ -29,8 +31,8 @@ pub mod prune;
 mod queries;
 mod rollups;
 mod rows;
-mod shared;
 pub mod shared_reads;
+mod sql_store;
 mod sqlite;
 mod store;
 #[cfg(feature = "testing")]
@@ -38,10 +40,9 @@ pub mod testing;
 
 pub use connect::{Backend, Db, DbTarget, STATEMENT_TIMEOUT};
 pub use error::StoreError;
-pub use postgres::PgStore;
 pub use rollups::{RollupReport, BUCKET_SECS, FACET_CAP};
 pub use shared_reads::{SharedReadStats, SharedReads};
-pub use sqlite::SqliteStore;
+pub use sql_store::SqlStore;
 pub use store::{NewTask, Readiness, Store};
 
 use lastword_core::Tokens;
@@ -73,8 +74,5 @@ pub fn store_for(db: Db, tokens: Tokens) -> Arc<dyn Store> {
 
 /// [`store_for`] with a retry policy of one's own.
 pub fn store_with_policy(db: Db, tokens: Tokens, retry: lastword_core::RetryPolicy) -> Arc<dyn Store> {
-    match db {
-        Db::Postgres(pool) => Arc::new(PgStore::new(pool, tokens).with_retry_policy(retry)),
-        Db::Sqlite(pool) => Arc::new(SqliteStore::new(pool, tokens).with_retry_policy(retry)),
-    }
+    Arc::new(SqlStore::new(db, tokens).with_retry_policy(retry))
 }

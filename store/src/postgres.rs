@@ -1,8 +1,5 @@
-//! The PostgreSQL implementation of [`Store`](crate::Store): the production backend.
-
-use crate::Db;
-use lastword_core::Tokens;
-use sqlx::PgPool;
+//! How PostgreSQL, the production database, spells what differs between the two databases:
+//! the dialect [`SqlStore`](crate::SqlStore) and the rollups build their statements with.
 
 pub(crate) mod dialect {
     /// The SQL twin of `lastword_core::run_state` over `runs r`; `$1` now, `$2`/`$3` the
@@ -22,7 +19,7 @@ pub(crate) mod dialect {
         trimmed_output: "btrim(r.output, E' \\t\\n\\r\\x0B\\x0C')",
         ilike: "ILIKE",
         bucket,
-        begin_write: "BEGIN",
+        begin_write: crate::Backend::Postgres.begin_write(),
         for_update: " FOR UPDATE",
         bucket_start,
         // One snapshot for the bucket's statements; a concurrent recomputation of the same
@@ -59,24 +56,3 @@ pub(crate) mod dialect {
         format!("(SELECT value::bigint FROM json_array_elements_text(({arg})::json))")
     }
 }
-
-pub struct PgStore {
-    pool: PgPool,
-    db: Db,
-    tokens: Tokens,
-    retry: lastword_core::RetryPolicy,
-}
-
-impl PgStore {
-    pub fn new(pool: PgPool, tokens: Tokens) -> Self {
-        PgStore { db: Db::Postgres(pool.clone()), pool, tokens, retry: Default::default() }
-    }
-
-    /// Which failure causes a re-queue cannot fix (default: `context_overflow`).
-    pub fn with_retry_policy(mut self, retry: lastword_core::RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-}
-
-crate::shared::impl_store!(PgStore, crate::Backend::Postgres, Postgres);

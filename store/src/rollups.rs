@@ -304,8 +304,7 @@ pub(crate) async fn overview(
     let d = dialect(db);
     let bucket_secs = bucket.num_seconds().max(1);
     let (buf, attention) = overview_sql(d, since, until, bucket, now, tokens);
-    let rows: Vec<OverviewRow> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    let rows: Vec<OverviewRow> = db.fetch_all(&buf).await?;
     let mut counted_at: Option<DateTime<Utc>> = None;
     let mut state_rows = Vec::new();
     let mut series_rows = Vec::new();
@@ -326,7 +325,7 @@ pub(crate) async fn overview(
     let silent_runs = by_state.iter().find(|(s, _)| *s == RunState::Silent).map_or(0, |(_, n)| *n);
 
     let (flagged, dead_tasks, flags_at): (Option<i64>, i64, Option<DateTime<Utc>>) =
-        on_db!(db, p => bind_values!(sqlx::query_as(&attention.sql), &attention.args).fetch_one(p).await?);
+        db.fetch_one(&attention).await?;
     let needs_compensation = match flagged {
         Some(n) => {
             counted_at = min_time(counted_at, flags_at);
@@ -335,8 +334,7 @@ pub(crate) async fn overview(
         // The flags are being backfilled: count as before (slow, but exact).
         None => {
             let buf = queries::attention(d, since, until, now, tokens);
-            let (_, needs, _, _): (i64, i64, i64, i64) =
-                on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
+            let (_, needs, _, _): (i64, i64, i64, i64) = db.fetch_one(&buf).await?;
             needs
         }
     };
@@ -390,8 +388,7 @@ async fn attention_taken(
     until: DateTime<Utc>,
 ) -> Result<lastword_core::AttentionTaken, StoreError> {
     let buf = queries::attention_taken(since, until);
-    let (dead_tasks, needs_compensation, unsafe_lost_leases): (i64, i64, i64) =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
+    let (dead_tasks, needs_compensation, unsafe_lost_leases): (i64, i64, i64) = db.fetch_one(&buf).await?;
     Ok(lastword_core::AttentionTaken { needs_compensation, dead_tasks, loops: 0, unsafe_lost_leases })
 }
 
@@ -486,8 +483,7 @@ pub(crate) async fn cause_facets(
 ) -> Result<CauseFacets, StoreError> {
     let buf = cause_facets_sql(dialect(db), filter, now, tokens);
     if !facets_from_rollups(filter) {
-        let row: CappedRow =
-            on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
+        let row: CappedRow = db.fetch_one(&buf).await?;
         let found = [row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7];
         let mut facets = CauseFacets { counts: Vec::new(), counted_at: None, capped: Vec::new() };
         for (cause, n) in Cause::ALL.iter().zip(found) {
@@ -498,8 +494,7 @@ pub(crate) async fn cause_facets(
         }
         return Ok(facets);
     }
-    let rows: Vec<FacetRow> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    let rows: Vec<FacetRow> = db.fetch_all(&buf).await?;
     let mut counted_at = None;
     let mut state_rows = Vec::new();
     for (state, error, n, computed) in rows {
@@ -551,10 +546,8 @@ pub(crate) async fn workers(
     now: DateTime<Utc>,
 ) -> Result<Vec<WorkerSummary>, StoreError> {
     let buf = workers_activity_sql(dialect(db), since, now, tokens);
-    let activity: Vec<queries::ActivityRow> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
-    let leases: Vec<queries::LeaseRow> =
-        on_db!(db, p => sqlx::query_as(queries::HELD_LEASES).fetch_all(p).await?);
+    let activity: Vec<queries::ActivityRow> = db.fetch_all(&buf).await?;
+    let leases: Vec<queries::LeaseRow> = db.fetch_all(&SqlBuf::statement(queries::HELD_LEASES)).await?;
     Ok(queries::fold_workers(activity, leases, now))
 }
 
@@ -572,17 +565,15 @@ pub(crate) async fn raw_overview(
 ) -> Result<Overview, StoreError> {
     let d = dialect(db);
     let buf = queries::overview_counts(d, since, until, now, tokens);
-    let rows: Vec<queries::StateErrorCount> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    let rows: Vec<queries::StateErrorCount> = db.fetch_all(&buf).await?;
     let (by_state, by_cause) = queries::fold_state_error_counts(&rows);
     let bucket_secs = bucket.num_seconds().max(1);
     let buf = queries::overview_series(d, since, until, bucket_secs, now, tokens);
-    let rows: Vec<(i64, String, i64)> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    let rows: Vec<(i64, String, i64)> = db.fetch_all(&buf).await?;
     let series = queries::fold_series(&rows, since, until, bucket_secs);
     let buf = queries::attention(d, since, until, now, tokens);
     let (unsafe_lost_leases, needs_compensation, silent_runs, dead_tasks): (i64, i64, i64, i64) =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_one(p).await?);
+        db.fetch_one(&buf).await?;
     Ok(Overview {
         since: Some(since),
         until: Some(until),
@@ -610,8 +601,7 @@ pub(crate) async fn raw_cause_facets(
     now: DateTime<Utc>,
 ) -> Result<CauseFacets, StoreError> {
     let buf = queries::cause_facets(dialect(db), filter, now, tokens);
-    let rows: Vec<queries::StateErrorCount> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
+    let rows: Vec<queries::StateErrorCount> = db.fetch_all(&buf).await?;
     let (_, counts) = queries::fold_state_error_counts(&rows);
     Ok(CauseFacets { counts, counted_at: None, capped: Vec::new() })
 }
@@ -625,10 +615,8 @@ pub(crate) async fn raw_workers(
     now: DateTime<Utc>,
 ) -> Result<Vec<WorkerSummary>, StoreError> {
     let buf = queries::worker_activity(dialect(db), since, now, tokens);
-    let activity: Vec<queries::ActivityRow> =
-        on_db!(db, p => bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(p).await?);
-    let leases: Vec<queries::LeaseRow> =
-        on_db!(db, p => sqlx::query_as(queries::HELD_LEASES).fetch_all(p).await?);
+    let activity: Vec<queries::ActivityRow> = db.fetch_all(&buf).await?;
+    let leases: Vec<queries::LeaseRow> = db.fetch_all(&SqlBuf::statement(queries::HELD_LEASES)).await?;
     Ok(queries::fold_workers(activity, leases, now))
 }
 
@@ -888,7 +876,7 @@ pub(crate) async fn refresh(
 ) -> Result<RollupReport, StoreError> {
     let na = lastword_core::trim_token(&tokens.no_action).to_string();
     let sk = lastword_core::trim_token(&tokens.skip).to_string();
-    let state: Option<StateRow> = on_db!(db, p => sqlx::query_as(STATE_SQL).fetch_optional(p).await?);
+    let state: Option<StateRow> = db.fetch_optional(&SqlBuf::statement(STATE_SQL)).await?;
     let oldest: Option<i64> =
         on_db!(db, p => sqlx::query_scalar("SELECT MIN(id) FROM change_log").fetch_one(p).await?);
     let state = match state {
@@ -899,7 +887,7 @@ pub(crate) async fn refresh(
         }
         _ => {
             reset(db, tokens, true, now).await?;
-            on_db!(db, p => sqlx::query_as(STATE_SQL).fetch_one(p).await?)
+            db.fetch_one(&SqlBuf::statement(STATE_SQL)).await?
         }
     };
 

@@ -1,8 +1,5 @@
-//! The SQLite implementation of [`Store`](crate::Store): the embedded default.
-
-use crate::Db;
-use lastword_core::Tokens;
-use sqlx::SqlitePool;
+//! How SQLite, the embedded default, spells what differs between the two databases: the
+//! dialect [`SqlStore`](crate::SqlStore) and the rollups build their statements with.
 
 pub(crate) mod dialect {
     /// The SQL twin of `lastword_core::run_state`; see the PostgreSQL one. Timestamps compare
@@ -24,11 +21,11 @@ pub(crate) mod dialect {
         trimmed_output: "trim(r.output, char(32, 9, 10, 13, 11, 12))",
         ilike: "LIKE",
         bucket,
-        begin_write: "BEGIN IMMEDIATE",
+        begin_write: crate::Backend::Sqlite.begin_write(),
         for_update: "",
         bucket_start,
         // The write lock up front: nothing else commits while the bucket is counted.
-        begin_rollup: "BEGIN IMMEDIATE",
+        begin_rollup: crate::Backend::Sqlite.begin_write(),
         // A deferred read transaction: in WAL mode every statement in it reads the snapshot of
         // its first read.
         begin_snapshot: "BEGIN",
@@ -61,24 +58,3 @@ pub(crate) mod dialect {
         format!("(SELECT value FROM json_each({arg}))")
     }
 }
-
-pub struct SqliteStore {
-    pool: SqlitePool,
-    db: Db,
-    tokens: Tokens,
-    retry: lastword_core::RetryPolicy,
-}
-
-impl SqliteStore {
-    pub fn new(pool: SqlitePool, tokens: Tokens) -> Self {
-        SqliteStore { db: Db::Sqlite(pool.clone()), pool, tokens, retry: Default::default() }
-    }
-
-    /// Which failure causes a re-queue cannot fix (default: `context_overflow`).
-    pub fn with_retry_policy(mut self, retry: lastword_core::RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-}
-
-crate::shared::impl_store!(SqliteStore, crate::Backend::Sqlite, Sqlite);

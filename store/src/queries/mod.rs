@@ -1,7 +1,7 @@
 //! The dashboard's read queries, built once as text for either backend.
 //!
 //! Every query that decides a run's state binds `$1` now, `$2`/`$3` the trimmed tokens (see
-//! [`bind_state_params`](crate::shared::bind_state_params)); filters append numbered parameters
+//! [`SqlBuf::with_state_params`]); filters append numbered parameters
 //! after them through [`SqlBuf`]. `$n` placeholders work on both backends (sqlx maps SQLite's
 //! `$n` names to the n-th argument), so one text serves both, with the few dialect differences
 //! taken from a [`Dialect`].
@@ -10,6 +10,8 @@
 //! [`cause_predicate`]) rather than by comparing the `STATE_SQL` twin's result, so the planner
 //! can use the partial indexes on `runs`; the conformance suite checks that each predicate
 //! selects exactly the runs the twin puts in that state or cause.
+
+pub(crate) mod task;
 
 use chrono::{DateTime, Utc};
 use lastword_core::{
@@ -69,6 +71,46 @@ pub(crate) enum Value {
     I64(i64),
     Text(String),
     Time(DateTime<Utc>),
+    /// Typed NULLs: PostgreSQL infers a parameter's type from what is bound, so a missing
+    /// number must still be bound as a number.
+    MaybeI64(Option<i64>),
+    MaybeText(Option<String>),
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::I64(v)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Text(v.to_string())
+    }
+}
+
+impl From<&String> for Value {
+    fn from(v: &String) -> Self {
+        Value::Text(v.clone())
+    }
+}
+
+impl From<DateTime<Utc>> for Value {
+    fn from(v: DateTime<Utc>) -> Self {
+        Value::Time(v)
+    }
+}
+
+impl From<Option<i64>> for Value {
+    fn from(v: Option<i64>) -> Self {
+        Value::MaybeI64(v)
+    }
+}
+
+impl From<Option<&str>> for Value {
+    fn from(v: Option<&str>) -> Self {
+        Value::MaybeText(v.map(str::to_string))
+    }
 }
 
 /// Query text plus its arguments in `$n` order: [`SqlBuf::arg`] appends a value and returns
@@ -92,6 +134,17 @@ impl SqlBuf {
         }
     }
 
+    /// A fixed statement whose `$n` parameters are bound, in order, with [`SqlBuf::bind`].
+    pub fn statement(sql: impl Into<String>) -> Self {
+        SqlBuf { sql: sql.into(), args: Vec::new() }
+    }
+
+    /// The next parameter's value (builder form of [`SqlBuf::arg`] for fixed statements).
+    pub fn bind(mut self, value: impl Into<Value>) -> Self {
+        self.args.push(value.into());
+        self
+    }
+
     pub fn push(&mut self, text: &str) -> &mut Self {
         self.sql.push_str(text);
         self
@@ -113,6 +166,8 @@ macro_rules! bind_values {
                 $crate::queries::Value::I64(v) => q.bind(*v),
                 $crate::queries::Value::Text(v) => q.bind(v.clone()),
                 $crate::queries::Value::Time(v) => q.bind(*v),
+                $crate::queries::Value::MaybeI64(v) => q.bind(*v),
+                $crate::queries::Value::MaybeText(v) => q.bind(v.clone()),
             };
         }
         q
@@ -523,20 +578,6 @@ pub(crate) fn timeline_runs(d: &Dialect, ids: &[i64], now: DateTime<Utc>, tokens
     buf
 }
 
-/// A task's runs, oldest claim first (the task page).
-pub(crate) fn task_runs(d: &Dialect, task_id: i64, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
-    let mut buf = SqlBuf::with_state_params(now, tokens);
-    let id = buf.arg(Value::I64(task_id));
-    let sql = format!(
-        "SELECT {}, {} AS state, {RECLAIM_REASON_SQL} AS reclaim_reason FROM runs r \
-         WHERE r.task_id = {id} ORDER BY r.lease_epoch, r.id",
-        crate::rows::RUN_COLUMNS,
-        d.state_sql
-    );
-    buf.push(&sql);
-    buf
-}
-
 // ---- Folding rows into the view types (pure, shared by both backends).
 
 fn parse_state(s: &str) -> RunState {
@@ -728,24 +769,6 @@ pub(crate) fn audit(filter: &lastword_core::AuditFilter, page: &PageRequest) -> 
     );
     buf.push(&sql);
     buf
-}
-
-/// One task by id (`$1`).
-pub(crate) fn task_by_id() -> String {
-    format!("SELECT {} FROM tasks WHERE id = $1", crate::rows::TASK_COLUMNS)
-}
-
-/// A task's effects (`$1`), oldest first.
-pub(crate) fn task_effects() -> String {
-    format!("SELECT {} FROM effects WHERE task_id = $1 ORDER BY created_at, id", crate::rows::EFFECT_COLUMNS)
-}
-
-/// A task's audit trail (`$1`), newest first.
-pub(crate) fn task_actions() -> String {
-    format!(
-        "SELECT {} FROM operator_actions WHERE task_id = $1 ORDER BY created_at DESC, id DESC",
-        crate::rows::ACTION_COLUMNS
-    )
 }
 
 #[cfg(test)]
