@@ -16,7 +16,7 @@
 //! execution and an unsafe lost lease stay taken until the task is compensated (a compensation
 //! ends them; an undo reopens them untaken), whatever the epoch.
 
-use crate::model::{Effect, OperatorAction, Run, Task};
+use crate::model::{Effect, OperatorAction, Run, Safety, Task, TaskStatus};
 use crate::state::{RunState, Tokens};
 use serde::{Deserialize, Serialize};
 
@@ -90,7 +90,7 @@ impl AttentionKind {
 /// else `None`. `runs` oldest first, as a task's detail holds them.
 pub fn loop_streak(task: &Task, runs: &[Run]) -> Option<i64> {
     let claims = usize::try_from(task.attempts).unwrap_or(0);
-    if !matches!(task.status.as_str(), "queued" | "leased") || claims < LOOP_CLAIMS {
+    if !matches!(task.status, TaskStatus::Queued | TaskStatus::Leased) || claims < LOOP_CLAIMS {
         return None;
     }
     let mut ended = runs.iter().rev().filter(|r| r.state != RunState::Running);
@@ -118,13 +118,13 @@ pub fn items(task: &Task, runs: &[Run], effects: &[Effect], tokens: &Tokens) -> 
     let lost_with_effect = runs
         .iter()
         .any(|r| r.state == RunState::LostLease && effects.iter().any(|e| e.lease_epoch == r.lease_epoch));
-    if task.safety == "unsafe" && task.compensated_at.is_none() && lost_with_effect {
+    if task.safety == Safety::Unsafe && task.compensated_at.is_none() && lost_with_effect {
         out.push(AttentionKind::UnsafeLostLease);
     }
     if in_loop(task, runs) {
         out.push(AttentionKind::Loop);
     }
-    if task.status == "dead" {
+    if task.status == TaskStatus::Dead {
         out.push(AttentionKind::Dead);
     }
     out
@@ -143,10 +143,10 @@ pub fn current(
     let mut out: Vec<OperatorAction> = Vec::new();
     for a in audit {
         // Older than the newest compensation: that incident ended (an undo reopens it untaken).
-        if a.action == ActionKind::Compensate.as_str() && a.refused().is_none() {
+        if a.action == ActionKind::Compensate && a.refused().is_none() {
             break;
         }
-        if a.action != ActionKind::Acknowledge.as_str() || a.refused().is_some() {
+        if a.action != ActionKind::Acknowledge || a.refused().is_some() {
             continue;
         }
         let Some(kind) = a.attention.as_deref().and_then(AttentionKind::parse) else { continue };
@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(current(&later, &[], &trail, &[AttentionKind::DoubleExecution]).len(), 1);
         // A compensation ends it; an undo later reopens it untaken.
         let mut compensated = ack(AttentionKind::DoubleExecution, 9, "carol", 2);
-        compensated.action = "compensate".into();
+        compensated.action = crate::action::ActionKind::Compensate;
         compensated.attention = None;
         let after_undo = [compensated, ack(AttentionKind::DoubleExecution, 2, "ann", 1)];
         assert!(current(&later, &[], &after_undo, &[AttentionKind::DoubleExecution]).is_empty());

@@ -93,10 +93,10 @@ pub fn task_markdown(detail: &TaskDetail, links: Option<&TraceLinks>, exported_a
 
     md.push_str("| field | value |\n|---|---|\n");
     let facts: [(&str, String); 10] = [
-        ("status", cell(&t.status)),
+        ("status", cell(t.status.as_str())),
         ("kind", cell(&t.kind)),
-        ("source", cell(&t.source)),
-        ("safety", cell(&t.safety)),
+        ("source", cell(t.source.as_str())),
+        ("safety", cell(t.safety.as_str())),
         ("lease epoch", t.lease_epoch.to_string()),
         ("holder", t.owner.as_deref().map(cell).unwrap_or_else(|| "—".into())),
         ("lease expires", when_opt(t.lease_expires_at)),
@@ -208,7 +208,7 @@ pub fn task_markdown(detail: &TaskDetail, links: Option<&TraceLinks>, exported_a
                 when(a.created_at),
                 cell(&a.actor),
                 cell(a.via.as_deref().unwrap_or("—")),
-                cell(&a.action),
+                cell(a.action.as_str()),
                 cell(&a.outcome),
                 cell(&a.reason),
                 cell(a.reference.as_deref().unwrap_or("—")),

@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn the_vocabulary_round_trips_and_refuses_strangers() {
-        for &r in ReclaimReason::ALL {
+        for r in ReclaimReason::ALL {
             assert_eq!(r.as_str().parse::<ReclaimReason>().unwrap(), r);
             assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{}\"", r.as_str()));
         }

@@ -9,7 +9,6 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::str::FromStr;
 
 /// The strings a healthy run ends with when it did nothing visible. Configurable because fleets
 /// already have their own words; compared after trimming surrounding white space.
@@ -26,54 +25,30 @@ impl Default for Tokens {
     }
 }
 
-/// What a run reached, in order of precedence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum RunState {
-    /// Unfinished, lease still live.
-    Running,
-    /// Unfinished and the lease lapsed: the run never said how it ended (hang, kill, crash).
-    Silent,
-    /// The owner-guarded final write matched zero rows; the output is what was discarded.
-    LostLease,
-    /// The run reported an error cause.
-    Failed,
-    /// Finished "successfully" with nothing to say: a contract violation, hence a failure.
-    EmptyOutput,
-    /// A processed notification that owed nothing.
-    NoAction,
-    /// A tick with nothing to do.
-    Skip,
-    /// The run did something; the output says what.
-    Acted,
-}
+string_enum!(
+    /// What a run reached, in order of precedence.
+    #[derive(PartialOrd, Ord)]
+    RunState, "state" {
+        /// Unfinished, lease still live.
+        Running => "running",
+        /// Unfinished and the lease lapsed: the run never said how it ended (hang, kill, crash).
+        Silent => "silent",
+        /// The owner-guarded final write matched zero rows; the output is what was discarded.
+        LostLease => "lost_lease",
+        /// The run reported an error cause.
+        Failed => "failed",
+        /// Finished "successfully" with nothing to say: a contract violation, hence a failure.
+        EmptyOutput => "empty_output",
+        /// A processed notification that owed nothing.
+        NoAction => "no_action",
+        /// A tick with nothing to do.
+        Skip => "skip",
+        /// The run did something; the output says what.
+        Acted => "acted",
+    }
+);
 
 impl RunState {
-    pub const ALL: [RunState; 8] = [
-        RunState::Running,
-        RunState::Silent,
-        RunState::LostLease,
-        RunState::Failed,
-        RunState::EmptyOutput,
-        RunState::NoAction,
-        RunState::Skip,
-        RunState::Acted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunState::Running => "running",
-            RunState::Silent => "silent",
-            RunState::LostLease => "lost_lease",
-            RunState::Failed => "failed",
-            RunState::EmptyOutput => "empty_output",
-            RunState::NoAction => "no_action",
-            RunState::Skip => "skip",
-            RunState::Acted => "acted",
-        }
-    }
-
     /// True for the states an on-call engineer has to look at.
     pub fn is_failure(self) -> bool {
         matches!(self, RunState::Silent | RunState::LostLease | RunState::Failed | RunState::EmptyOutput)
@@ -85,104 +60,24 @@ impl RunState {
     }
 }
 
-impl fmt::Display for RunState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+string_enum!(
+    /// The failure cause a runner writes into `runs.error`.
+    ErrorCause, "error" {
+        Timeout => "timeout", ApiError => "api_error", ContextOverflow => "context_overflow", Crash => "crash",
+        Other => "other",
     }
-}
+);
 
-impl FromStr for RunState {
-    type Err = UnknownValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        RunState::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| UnknownValue::new("state", s, &RunState::ALL.map(RunState::as_str)))
+string_enum!(
+    /// Why a run counts as a failure: the error causes plus the three the contract itself detects.
+    #[derive(PartialOrd, Ord)]
+    Cause, "cause" {
+        Timeout => "timeout", ApiError => "api_error", ContextOverflow => "context_overflow", Crash => "crash",
+        Other => "other", EmptyOutput => "empty_output", Silent => "silent", LostLease => "lost_lease",
     }
-}
-
-/// The failure cause a runner writes into `runs.error`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCause {
-    Timeout,
-    ApiError,
-    ContextOverflow,
-    Crash,
-    Other,
-}
-
-impl ErrorCause {
-    pub const ALL: [ErrorCause; 5] = [
-        ErrorCause::Timeout,
-        ErrorCause::ApiError,
-        ErrorCause::ContextOverflow,
-        ErrorCause::Crash,
-        ErrorCause::Other,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCause::Timeout => "timeout",
-            ErrorCause::ApiError => "api_error",
-            ErrorCause::ContextOverflow => "context_overflow",
-            ErrorCause::Crash => "crash",
-            ErrorCause::Other => "other",
-        }
-    }
-}
-
-impl FromStr for ErrorCause {
-    type Err = UnknownValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ErrorCause::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| UnknownValue::new("error", s, &ErrorCause::ALL.map(ErrorCause::as_str)))
-    }
-}
-
-/// Why a run counts as a failure: the error causes plus the three the contract itself detects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum Cause {
-    Timeout,
-    ApiError,
-    ContextOverflow,
-    Crash,
-    Other,
-    EmptyOutput,
-    Silent,
-    LostLease,
-}
+);
 
 impl Cause {
-    pub const ALL: [Cause; 8] = [
-        Cause::Timeout,
-        Cause::ApiError,
-        Cause::ContextOverflow,
-        Cause::Crash,
-        Cause::Other,
-        Cause::EmptyOutput,
-        Cause::Silent,
-        Cause::LostLease,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cause::Timeout => "timeout",
-            Cause::ApiError => "api_error",
-            Cause::ContextOverflow => "context_overflow",
-            Cause::Crash => "crash",
-            Cause::Other => "other",
-            Cause::EmptyOutput => "empty_output",
-            Cause::Silent => "silent",
-            Cause::LostLease => "lost_lease",
-        }
-    }
-
     /// The cause as written in `runs.error`, for the five a runner reports itself.
     pub fn as_error(self) -> Option<ErrorCause> {
         match self {
@@ -205,22 +100,6 @@ impl From<ErrorCause> for Cause {
             ErrorCause::Crash => Cause::Crash,
             ErrorCause::Other => Cause::Other,
         }
-    }
-}
-
-impl fmt::Display for Cause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Cause {
-    type Err = UnknownValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Cause::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| UnknownValue::new("cause", s, &Cause::ALL.map(Cause::as_str)))
     }
 }
 

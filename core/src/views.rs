@@ -190,7 +190,7 @@ pub fn double_execution(runs: &[Run], effects: &[Effect], tokens: &Tokens) -> bo
 
 /// An unsafe task executed twice, not yet marked compensated.
 pub fn needs_compensation(task: &Task, double_execution: bool) -> bool {
-    task.safety == "unsafe" && double_execution && task.compensated_at.is_none()
+    task.safety == crate::model::Safety::Unsafe && double_execution && task.compensated_at.is_none()
 }
 
 impl TaskDetail {

@@ -2,7 +2,8 @@
 //! knows (`tasks.status`, `runs[].reclaim_reason`, …) becomes an enum that serialises as its
 //! text, parses with an error that lists what is allowed, and lists itself in `ALL`.
 
-/// `string_enum!(/// docs \n Name, "field" { /// docs \n Variant => "text", … })`.
+/// `string_enum!(/// docs \n Name, "field" { /// docs \n Variant => "text", … })`. Attributes
+/// before the name (docs, an extra `#[derive(PartialOrd, Ord)]`) go on the enum.
 macro_rules! string_enum {
     ($(#[$doc:meta])* $name:ident, $field:literal {
         $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)?
@@ -14,7 +15,8 @@ macro_rules! string_enum {
         pub enum $name { $($(#[$vdoc])* $variant),+ }
 
         impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// Every value, in declaration order.
+            pub const ALL: [$name; [$($text),+].len()] = [$($name::$variant),+];
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }
@@ -27,6 +29,15 @@ macro_rules! string_enum {
                     $($text => Ok($name::$variant),)+
                     _ => Err($crate::state::UnknownValue::new($field, s, &[$($text),+])),
                 }
+            }
+        }
+
+        /// Rows decode straight into the enum (`#[sqlx(try_from = "String")]` in the store); a
+        /// value the schema should not admit is an error naming the column, not a default.
+        impl TryFrom<String> for $name {
+            type Error = $crate::state::UnknownValue;
+            fn try_from(s: String) -> Result<Self, Self::Error> {
+                s.parse()
             }
         }
 

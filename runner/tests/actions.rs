@@ -76,7 +76,7 @@ impl Fixture {
         assert_eq!(lease.task_id, id);
         let failed = Outcome::Failed { cause: ErrorCause::Timeout, detail: "model call timed out".into() };
         self.runner(worker).finish(lease, failed).await.unwrap();
-        assert_eq!(self.row(id).await.status, "dead");
+        assert_eq!(self.row(id).await.status.as_str(), "dead");
         id
     }
 
@@ -146,7 +146,7 @@ async fn requeue_of_a_live_lease_is_refused_unless_fenced_and_fencing_rejects_th
     // Fenced: applied, in one transaction with its audit row.
     let request = ActionRequest { fence: true, expected_status: Some("leased".into()), ..requeue(1) };
     let (task, action) = applied(f.act(id, ActionKind::Requeue, request, "alice").await);
-    assert_eq!(task.status, "queued");
+    assert_eq!(task.status.as_str(), "queued");
     assert_eq!((task.owner.as_deref(), task.lease_expires_at), (None, None));
     assert_eq!((task.lease_epoch, task.attempts), (2, 0));
     assert_eq!(task.updated_at, f.now());
@@ -170,7 +170,7 @@ async fn requeue_of_a_live_lease_is_refused_unless_fenced_and_fencing_rejects_th
     let runs = f.store.task_runs(id, f.now()).await.unwrap();
     assert_eq!(runs[0].completion_rows, Some(0));
     assert_eq!(runs[0].cause, Some(Cause::LostLease));
-    assert_eq!(f.row(id).await.status, "queued", "the fenced write did not complete the task");
+    assert_eq!(f.row(id).await.status.as_str(), "queued", "the fenced write did not complete the task");
 
     // The next claim takes the task under a newer epoch still.
     let next = f.runner("w2").claim(None).await.unwrap().unwrap();
@@ -303,7 +303,7 @@ async fn compensation_is_recorded_leaves_attention_and_can_be_undone(db: Db) {
         .unwrap()
         .into_iter()
         .filter(|a| a.refused().is_none())
-        .map(|a| a.action)
+        .map(|a| a.action.to_string())
         .collect();
     assert_eq!(trail, vec!["uncompensate", "compensate"], "newest first");
     assert_eq!(
@@ -335,7 +335,7 @@ async fn compensating_an_old_dead_task_does_not_count_it_as_newly_dead(db: Db) {
     w2.finish(lease2, failed).await.unwrap();
     assert!(matches!(w1.finish(lease1, Outcome::NoActionNeeded).await.unwrap(), Finish::LostLease { .. }));
     let died = f.row(id).await;
-    assert_eq!(died.status, "dead");
+    assert_eq!(died.status.as_str(), "dead");
 
     let dead_in_last_hour = |f: &Fixture| {
         let (since, until) = (f.now() - secs(3600), f.now() + secs(1));
@@ -511,7 +511,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
     }
     assert_eq!(f.audit_count().await, audit_before);
     for id in &dead {
-        assert_eq!(f.row(*id).await.status, "dead");
+        assert_eq!(f.row(*id).await.status.as_str(), "dead");
         assert_eq!(
             f.refusals(*id).await,
             vec!["refused:preview_changed"],
@@ -566,7 +566,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
         let t = f.row(*id).await;
         assert_eq!((t.status.as_str(), t.lease_epoch), ("queued", epoch + 1));
     }
-    assert_eq!(f.row(live).await.status, "leased", "the live lease was not fenced");
+    assert_eq!(f.row(live).await.status.as_str(), "leased", "the live lease was not fenced");
     // Sent again (a retry): replayed, nothing applied twice.
     match f.store.bulk_requeue(&timeouts, &confirmed, &Actor::new("alice", "session"), f.now()).await.unwrap()
     {
@@ -613,7 +613,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
         BulkOutcome::Applied { actions } => assert_eq!(actions.len(), 1),
         other => panic!("{other:?}"),
     }
-    assert_eq!(f.row(live).await.status, "queued");
+    assert_eq!(f.row(live).await.status.as_str(), "queued");
 
     // Unsafe tasks need the acknowledgement from the request itself, not only the page.
     let kind = [format!("risky-{}", rand_suffix())];
@@ -638,7 +638,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(f.row(risky).await.status, "dead", "nothing applied");
+    assert_eq!(f.row(risky).await.status.as_str(), "dead", "nothing applied");
     assert_eq!(f.refusals(risky).await, vec!["refused:unsafe_not_acknowledged"]);
     let acknowledged = BulkRequeueRequest { acknowledge_unsafe: true, ..unacknowledged };
     match f
@@ -714,7 +714,7 @@ async fn a_retry_that_cannot_work_needs_the_operator_to_say_the_cause_is_fixed(d
             let lease = f.runner("w1").claim(Some(&[kind])).await.unwrap().unwrap();
             let failed = Outcome::Failed { cause, detail: "prompt of 210 000 tokens".into() };
             f.runner("w1").finish(lease, failed).await.unwrap();
-            assert_eq!(f.row(id).await.status, "dead");
+            assert_eq!(f.row(id).await.status.as_str(), "dead");
             id
         }
     };
@@ -794,7 +794,7 @@ async fn a_retry_that_cannot_work_needs_the_operator_to_say_the_cause_is_fixed(d
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(f.row(overflow).await.status, "dead", "left out");
+    assert_eq!(f.row(overflow).await.status.as_str(), "dead", "left out");
 }
 
 /// An attention item is taken with a note (audited, nothing on the task changes), taken over

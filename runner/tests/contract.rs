@@ -92,7 +92,7 @@ async fn claim_takes_the_task_and_inserts_its_run(db: Db) {
     assert_eq!(lease.payload["n"], 7);
 
     let t = f.row(id).await;
-    assert_eq!(t.status, "leased");
+    assert_eq!(t.status.as_str(), "leased");
     assert_eq!(t.owner.as_deref(), Some("w1"));
     assert_eq!((t.lease_epoch, t.attempts), (1, 1));
     assert_eq!(t.lease_expires_at, Some(now + secs(LEASE)));
@@ -295,7 +295,7 @@ async fn late_finish_after_a_reclaim_is_a_lost_lease(db: Db) {
         (Some(0), Some("timeout"), Some(detail.as_str()))
     );
     assert_eq!(r.state, RunState::LostLease, "zero rows takes precedence over the error");
-    assert_eq!(f.row(id).await.status, "leased", "the failure did not re-queue w2's task");
+    assert_eq!(f.row(id).await.status.as_str(), "leased", "the failure did not re-queue w2's task");
     w2.finish(fresh, Outcome::Skip).await.unwrap();
 }
 
@@ -391,7 +391,7 @@ async fn a_lapsed_lease_with_no_attempts_left_is_dead(db: Db) {
     assert_eq!(runs[0].state, RunState::Silent);
     // Its late finish is a lost lease: the owner was cleared.
     assert_eq!(w1.finish(lease, Outcome::Skip).await.unwrap(), Finish::LostLease { holder: None, epoch: 1 });
-    assert_eq!(f.row(last_try).await.status, "dead");
+    assert_eq!(f.row(last_try).await.status.as_str(), "dead");
 }
 
 async fn effects_carry_the_fencing_token_and_are_idempotent(db: Db) {

@@ -42,7 +42,7 @@ async fn a_task_page_is_one_snapshot_while_its_worker_writes(db: Db, backend: &s
         let Some(page) = store.task_detail(id, Utc::now()).await.unwrap() else { panic!("task {id} exists") };
         pages += 1;
         let Some(latest) = page.runs.last() else { continue };
-        let leased = page.task.status == "leased";
+        let leased = page.task.status.as_str() == "leased";
         let consistent =
             page.task.lease_epoch == latest.lease_epoch && leased == latest.finished_at.is_none();
         if !consistent {

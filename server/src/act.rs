@@ -152,7 +152,7 @@ fn print_outcome(outcome: &ActionOutcome, json: bool) -> anyhow::Result<ExitCode
                 println!(
                     "task {}: {} by {} at {}{} (epoch {} → {}, now {})",
                     task.id,
-                    ActionKind::parse(&action.action).map(|k| k.label()).unwrap_or("acted"),
+                    action.action.label(),
                     Shown(&action.actor),
                     fmt_time(action.created_at),
                     if again { ", already applied for this request id" } else { "" },
@@ -309,7 +309,7 @@ pub async fn audit(store: &dyn Store, args: AuditArgs) -> anyhow::Result<ExitCod
             "{}  {:<12} {:<14} task {:<8} epoch {}→{}  {}{}",
             fmt_time(a.created_at),
             Shown(&a.actor).to_string(),
-            Shown(&a.action).to_string(),
+            a.action.as_str(),
             a.task_id,
             a.epoch_seen.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
             a.epoch_after.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),

@@ -748,7 +748,7 @@ async fn bulk_requeue_previews_confirms_and_refuses_a_changed_preview(db: Db) {
         let task = f.row(*id).await;
         assert_eq!((task.status.as_str(), task.lease_epoch), ("queued", 2));
     }
-    assert_eq!(f.row(api_error).await.status, "dead", "outside the filter");
+    assert_eq!(f.row(api_error).await.status.as_str(), "dead", "outside the filter");
     assert_eq!(f.audit_count().await, 3);
 
     // Submitted again: the same actions, nothing re-applied.
@@ -795,7 +795,7 @@ async fn bulk_requeue_previews_confirms_and_refuses_a_changed_preview(db: Db) {
     assert_eq!(answer["actions"].as_array().unwrap().len(), 1);
     assert_eq!(answer["actions"][0]["task_id"], api_error);
     assert_eq!(answer["actions"][0]["request_id"], Value::Null);
-    assert_eq!(f.row(api_error).await.status, "queued");
+    assert_eq!(f.row(api_error).await.status.as_str(), "queued");
     assert_eq!(f.audit_count().await, 4);
 }
 

@@ -30,7 +30,7 @@ use lastword_core::{
 /// A second submission with a request id already used: the first answer if it was the same
 /// action on the same task, else a refusal (the id belongs to something else).
 fn replay(previous: OperatorAction, task: Task, kind: ActionKind) -> ActionOutcome {
-    if previous.task_id == task.id && previous.action == kind.as_str() {
+    if previous.task_id == task.id && previous.action == kind {
         ActionOutcome::Replayed { task, action: previous }
     } else {
         ActionOutcome::Refused(Refusal {
@@ -72,7 +72,7 @@ fn attempt_row<'a>(
         reference: request.reference.as_deref(),
         epoch_seen: request.expected_epoch,
         epoch_after: task.lease_epoch,
-        status_seen: &task.status,
+        status_seen: task.status.as_str(),
         outcome,
         request_id: None,
         now,
@@ -207,7 +207,7 @@ pub(crate) async fn act(
 }
 
 /// The tasks `selection` picks, classified as a bulk re-queue would treat them now.
-fn classify(
+pub(crate) fn classify(
     store: &SqlStore,
     rows: Vec<TaskRefRow>,
     selection: &BulkSelection,
@@ -216,18 +216,6 @@ fn classify(
 ) -> BulkPreview {
     let refs = rows.into_iter().map(Into::into).collect();
     action::classify(refs, selection, options, &store.retry, now)
-}
-
-#[tracing::instrument(skip(store), err)]
-pub(crate) async fn requeue_preview(
-    store: &SqlStore,
-    selection: &BulkSelection,
-    options: BulkOptions,
-    now: DateTime<Utc>,
-) -> Result<BulkPreview, StoreError> {
-    let query = queries::bulk_selection(store.dialect(), selection, now, &store.tokens, false);
-    let rows: Vec<TaskRefRow> = store.db.fetch_all(&query).await?;
-    Ok(classify(store, rows, selection, options, now))
 }
 
 /// Why a confirmed bulk re-queue is refused before it changes anything, if it is.
@@ -302,7 +290,7 @@ pub(crate) async fn bulk_requeue(
                 reference: None,
                 epoch_seen: None,
                 epoch_after: task.lease_epoch,
-                status_seen: &task.status,
+                status_seen: task.status.as_str(),
                 outcome: &outcome,
                 request_id: None,
                 now,
@@ -333,7 +321,7 @@ pub(crate) async fn bulk_requeue(
             reference: None,
             epoch_seen: Some(task.lease_epoch),
             epoch_after: task.lease_epoch + 1,
-            status_seen: &task.status,
+            status_seen: task.status.as_str(),
             outcome: APPLIED,
             request_id: request_id.as_deref(),
             now,
@@ -349,19 +337,4 @@ pub(crate) async fn bulk_requeue(
     tx.commit().await?;
     tracing::info!(tasks = actions.len(), actor = %actor.name, via = %actor.via, "bulk re-queue applied");
     Ok(BulkOutcome::Applied { actions })
-}
-
-#[tracing::instrument(skip(store, request), err)]
-pub(crate) async fn record_refusal(
-    store: &SqlStore,
-    task_id: i64,
-    kind: ActionKind,
-    request: &ActionRequest,
-    actor: &Actor,
-    code: &str,
-    now: DateTime<Utc>,
-) -> Result<bool, StoreError> {
-    let outcome = action::refused_outcome(code);
-    let written = store.db.execute(&q::refusal_of_task(task_id, kind, request, actor, &outcome, now)).await?;
-    Ok(written == 1)
 }

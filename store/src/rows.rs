@@ -37,9 +37,12 @@ pub(crate) const ACTION_COLUMNS: &str =
 pub(crate) struct TaskRow {
     id: i64,
     kind: String,
-    source: String,
-    safety: String,
-    status: String,
+    #[sqlx(try_from = "String")]
+    source: lastword_core::Source,
+    #[sqlx(try_from = "String")]
+    safety: lastword_core::Safety,
+    #[sqlx(try_from = "String")]
+    status: lastword_core::TaskStatus,
     payload: Json<serde_json::Value>,
     result: Option<String>,
     owner: Option<String>,
@@ -199,7 +202,8 @@ pub(crate) struct ActionRow {
     id: i64,
     task_id: i64,
     run_id: Option<i64>,
-    action: String,
+    #[sqlx(try_from = "String")]
+    action: lastword_core::ActionKind,
     actor: String,
     reason: String,
     reference: Option<String>,
@@ -239,8 +243,10 @@ impl From<ActionRow> for OperatorAction {
 pub(crate) struct TaskRefRow {
     id: i64,
     kind: String,
-    safety: String,
-    status: String,
+    #[sqlx(try_from = "String")]
+    safety: lastword_core::Safety,
+    #[sqlx(try_from = "String")]
+    status: lastword_core::TaskStatus,
     owner: Option<String>,
     lease_epoch: i64,
     lease_expires_at: Option<DateTime<Utc>>,

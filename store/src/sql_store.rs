@@ -8,7 +8,7 @@
 //! `crate::rollups`. The conformance suite (`tests/conformance.rs`) runs every method on both.
 
 use crate::queries::{self, task as q, Dialect};
-use crate::rows::{ActionRow, EffectRow, RunListRow, RunRow, TaskRow};
+use crate::rows::{ActionRow, EffectRow, RunListRow, RunRow, TaskRefRow, TaskRow};
 use crate::{Backend, Db, Readiness, Store, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -261,6 +261,7 @@ impl Store for SqlStore {
         crate::actions::act(self, task_id, kind, request, actor, now).await
     }
 
+    #[tracing::instrument(skip(self, request), err)]
     async fn record_refusal(
         &self,
         task_id: i64,
@@ -270,16 +271,22 @@ impl Store for SqlStore {
         code: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        crate::actions::record_refusal(self, task_id, kind, request, actor, code, now).await
+        let outcome = lastword_core::action::refused_outcome(code);
+        let written =
+            self.db.execute(&q::refusal_of_task(task_id, kind, request, actor, &outcome, now)).await?;
+        Ok(written == 1)
     }
 
+    #[tracing::instrument(skip(self), err)]
     async fn requeue_preview(
         &self,
         selection: &BulkSelection,
         options: BulkOptions,
         now: DateTime<Utc>,
     ) -> Result<BulkPreview, StoreError> {
-        crate::actions::requeue_preview(self, selection, options, now).await
+        let query = queries::bulk_selection(self.dialect(), selection, now, &self.tokens, false);
+        let rows: Vec<TaskRefRow> = self.db.fetch_all(&query).await?;
+        Ok(crate::actions::classify(self, rows, selection, options, now))
     }
 
     async fn bulk_requeue(

@@ -65,9 +65,9 @@ async fn task_round_trips_every_column(db: Db) {
     let id = insert_task(s.db(), "reply", "unsafe", t0()).await;
     let task = s.task(id).await.unwrap().expect("task exists");
     assert_eq!(task.kind, "reply");
-    assert_eq!(task.safety, "unsafe");
-    assert_eq!(task.source, "notification");
-    assert_eq!(task.status, "queued");
+    assert_eq!(task.safety.as_str(), "unsafe");
+    assert_eq!(task.source.as_str(), "notification");
+    assert_eq!(task.status.as_str(), "queued");
     assert_eq!(task.payload, serde_json::json!({"n": 1}));
     assert_eq!(task.lease_epoch, 0);
     assert_eq!(task.max_attempts, 3);
@@ -1302,7 +1302,7 @@ async fn reclaim_reasons_agree_with_the_rule(db: Db) {
     let mut got: Vec<(i64, Option<R>)> = listed.iter().map(|r| (r.run.id, r.run.reclaim_reason)).collect();
     got.sort_by_key(|(id, _)| *id);
     assert_eq!(got, expected, "the list's reclaim_reason");
-    for &reason in R::ALL {
+    for reason in R::ALL {
         let filter = RunFilter { reclaims: vec![reason], ..RunFilter::default() };
         let mut ids = ids(&all_pages(s.as_ref(), &filter, 3, now).await);
         ids.sort();

@@ -127,8 +127,8 @@ pub fn TaskActions(
     let task_id = task.id;
     // As of the read, not the wall clock: the server's HTML and the hydrated page must agree on
     // whether a re-queue has to fence a live holder (the server decides again when it applies).
-    let live = lease_live(&task.status, task.owner.as_deref(), task.lease_expires_at, detail.as_of);
-    let is_unsafe = task.safety == "unsafe";
+    let live = lease_live(task.status, task.owner.as_deref(), task.lease_expires_at, detail.as_of);
+    let is_unsafe = task.safety == lastword_core::Safety::Unsafe;
     let compensated = task.compensated_at.is_some();
     let compensable = !compensated && detail.compensable();
 
@@ -141,7 +141,7 @@ pub fn TaskActions(
             let feedback = match answer {
                 Ok(ActionOutcome::Applied { task, action })
                 | Ok(ActionOutcome::Replayed { task, action }) => {
-                    let what = ActionKind::parse(&action.action).map(|k| k.label()).unwrap_or("acted");
+                    let what = action.action.label();
                     let epochs = match (action.epoch_seen, action.epoch_after) {
                         (Some(a), Some(b)) if a != b => format!(" — epoch {a} → {b}, now {}", task.status),
                         _ => String::new(),
@@ -165,7 +165,7 @@ pub fn TaskActions(
             let request = ActionRequest {
                 reason: ui.reason.get_untracked(),
                 expected_epoch: Some(task.lease_epoch),
-                expected_status: (kind == ActionKind::Requeue).then(|| task.status.clone()),
+                expected_status: (kind == ActionKind::Requeue).then(|| task.status.to_string()),
                 fence: kind == ActionKind::Requeue && ui.fence.get_untracked(),
                 reference: (kind == ActionKind::Compensate).then(|| ui.reference.get_untracked()),
                 run_id: ui.run_id.get_untracked(),
@@ -199,7 +199,7 @@ pub fn TaskActions(
     let expires = task.lease_expires_at.map(lastword_core::action::fmt_time).unwrap_or_default();
     let epoch = task.lease_epoch;
     let effects = detail.effects.clone();
-    let queued = task.status == "queued";
+    let queued = task.status == lastword_core::TaskStatus::Queued;
     let items = detail.attention.clone();
     let items_for_form = items.clone();
 
@@ -239,7 +239,7 @@ pub fn TaskActions(
                 })}
             </div>
             <Show when=move || ui.open.get().is_some()>
-                <form class="confirm" data-testid="confirm-form" on:submit=submit.clone()>
+                <form class="confirm" data-testid="confirm-form" on:submit=submit>
                     {
                         let changes = changes.clone();
                         let owner = owner.clone();

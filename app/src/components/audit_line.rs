@@ -9,7 +9,7 @@ use leptos::prelude::*;
 #[component]
 pub fn AuditLine(action: OperatorAction) -> impl IntoView {
     let a = action;
-    let label = ActionKind::parse(&a.action).map(|k| k.label()).unwrap_or("acted on");
+    let label = a.action.label();
     let epochs = match (a.epoch_seen, a.epoch_after) {
         (Some(s), Some(e)) if s != e => format!("epoch {s} → {e}"),
         (_, Some(e)) => format!("epoch {e}"),
@@ -17,10 +17,10 @@ pub fn AuditLine(action: OperatorAction) -> impl IntoView {
     };
     let refused = a.refused().map(str::to_string);
     let verb =
-        if refused.is_some() { format!("tried to {}", kind_verb(&a.action)) } else { label.to_string() };
+        if refused.is_some() { format!("tried to {}", kind_verb(a.action)) } else { label.to_string() };
     let is_refused = refused.is_some();
     view! {
-        <span class="audit-line" class:audit-refused=is_refused data-action=a.action.clone() data-outcome=a.outcome.clone()>
+        <span class="audit-line" class:audit-refused=is_refused data-action=a.action.as_str() data-outcome=a.outcome.clone()>
             <Time t=a.created_at />" "
             <strong>{a.actor.clone()}</strong>" "{verb}" "
             <a href=format!("/tasks/{}", a.task_id)>{format!("task #{}", a.task_id)}</a>
@@ -34,12 +34,11 @@ pub fn AuditLine(action: OperatorAction) -> impl IntoView {
 }
 
 /// The infinitive of an action, for "tried to …".
-fn kind_verb(action: &str) -> &'static str {
-    match ActionKind::parse(action) {
-        Some(ActionKind::Requeue) => "re-queue",
-        Some(ActionKind::Compensate) => "mark compensated",
-        Some(ActionKind::Uncompensate) => "undo the compensation of",
-        Some(ActionKind::Acknowledge) => "acknowledge",
-        None => "act on",
+fn kind_verb(action: ActionKind) -> &'static str {
+    match action {
+        ActionKind::Requeue => "re-queue",
+        ActionKind::Compensate => "mark compensated",
+        ActionKind::Uncompensate => "undo the compensation of",
+        ActionKind::Acknowledge => "acknowledge",
     }
 }

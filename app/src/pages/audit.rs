@@ -89,13 +89,13 @@ pub fn AuditPage() -> impl IntoView {
                                     </tr></thead>
                                     <tbody>
                                         {page.actions.into_iter().map(|a| view! {
-                                            <tr data-row="" data-action=a.action.clone() data-outcome=a.outcome.clone() class:audit-refused=a.refused().is_some()>
+                                            <tr data-row="" data-action=a.action.as_str() data-outcome=a.outcome.clone() class:audit-refused=a.refused().is_some()>
                                                 <td><Time t=a.created_at short=true /></td>
                                                 <td>
                                                     <a href=format!("/audit?actor={}", lastword_core::query::encode_component(&a.actor))>{a.actor.clone()}</a>
                                                     {a.via.clone().map(|v| view! { " "<span class="muted" data-testid="audit-via">{format!("via {v}")}</span> })}
                                                 </td>
-                                                <td>{ActionKind::parse(&a.action).map(|k| k.label()).unwrap_or("?")}</td>
+                                                <td>{a.action.label()}</td>
                                                 <td><a href=format!("/tasks/{}", a.task_id)>{format!("#{}", a.task_id)}</a></td>
                                                 <td class="num">{a.run_id.map(|r| r.to_string()).unwrap_or_else(|| "—".into())}</td>
                                                 <td class="num">{format!(

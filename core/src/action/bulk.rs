@@ -3,7 +3,7 @@
 //! confirmed request that must match it.
 
 use super::*;
-use crate::model::OperatorAction;
+use crate::model::{OperatorAction, Safety, TaskStatus};
 use crate::query::ParamError;
 use crate::state::ErrorCause;
 use chrono::{DateTime, Utc};
@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 pub struct TaskRef {
     pub id: i64,
     pub kind: String,
-    pub safety: String,
-    pub status: String,
+    pub safety: Safety,
+    pub status: TaskStatus,
     pub owner: Option<String>,
     pub lease_epoch: i64,
     pub lease_expires_at: Option<DateTime<Utc>>,
@@ -28,7 +28,7 @@ pub struct TaskRef {
 impl TaskRef {
     /// Held by a worker whose lease has not expired.
     pub fn lease_live(&self, now: DateTime<Utc>) -> bool {
-        lease_live(&self.status, self.owner.as_deref(), self.lease_expires_at, now)
+        lease_live(self.status, self.owner.as_deref(), self.lease_expires_at, now)
     }
 }
 
@@ -263,13 +263,13 @@ pub fn classify(
     let mut preview = BulkPreview { too_many: refs.len() > BULK_MAX, ..Default::default() };
     for r in refs.into_iter().take(BULK_MAX) {
         let doomed = r.last_failure.is_some_and(|c| retry.deterministic.contains(&c));
-        match r.status.as_str() {
-            "completed" if explicit => {
+        match r.status {
+            TaskStatus::Completed if explicit => {
                 preview.rerun_completed += 1;
                 preview.tasks.push(r);
             }
-            "completed" => preview.skipped_completed += 1,
-            "queued" => preview.skipped_queued += 1,
+            TaskStatus::Completed => preview.skipped_completed += 1,
+            TaskStatus::Queued => preview.skipped_queued += 1,
             _ if r.lease_live(now) => {
                 if options.fence {
                     preview.tasks.push(r.clone());
@@ -285,7 +285,7 @@ pub fn classify(
             _ => preview.tasks.push(r),
         }
     }
-    preview.unsafe_count = preview.tasks.iter().filter(|t| t.safety == "unsafe").count() as i64;
+    preview.unsafe_count = preview.tasks.iter().filter(|t| t.safety == Safety::Unsafe).count() as i64;
     preview.token = preview_token(&preview.tasks, options.fence);
     preview
 }

@@ -3,61 +3,41 @@
 //! changed since the operator looked.
 
 use super::*;
-use crate::model::{Effect, OperatorAction, Run, Task};
+use crate::model::{Effect, OperatorAction, Run, Task, TaskStatus};
 use crate::state::{ErrorCause, RunState, Tokens};
 use crate::views::double_execution;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// Why an action was not applied. Every refusal changes nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum RefusalCode {
-    /// The task's epoch or status is not what the operator saw.
-    Changed,
-    /// A worker holds a live lease and the operator did not choose to fence it.
-    LeaseLive,
-    /// Re-queue of a task that is already queued.
-    AlreadyQueued,
-    /// Compensation of a task with no double execution and no lost-lease effect.
-    NothingToCompensate,
-    AlreadyCompensated,
-    NotCompensated,
-    /// The request id was already used for a different action or task.
-    RequestIdReused,
-    /// Bulk: the set of tasks the filter selects is not the one previewed.
-    PreviewChanged,
-    /// Bulk: the filter selects more than [`BULK_MAX`] tasks.
-    TooMany,
-    /// Bulk: the set has unsafe tasks and the operator did not acknowledge that their effects
-    /// may run again.
-    UnsafeNotAcknowledged,
-    /// Re-queue of a task whose last run failed with a deterministic cause ([`RetryPolicy`])
-    /// without `retry_deterministic`: it would fail the same way.
-    DeterministicFailure,
-    /// Acknowledgement of an item the task does not have (any more).
-    NotAnAttentionItem,
-}
-
-impl RefusalCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefusalCode::Changed => "changed",
-            RefusalCode::LeaseLive => "lease_live",
-            RefusalCode::AlreadyQueued => "already_queued",
-            RefusalCode::NothingToCompensate => "nothing_to_compensate",
-            RefusalCode::AlreadyCompensated => "already_compensated",
-            RefusalCode::NotCompensated => "not_compensated",
-            RefusalCode::RequestIdReused => "request_id_reused",
-            RefusalCode::PreviewChanged => "preview_changed",
-            RefusalCode::TooMany => "too_many",
-            RefusalCode::UnsafeNotAcknowledged => "unsafe_not_acknowledged",
-            RefusalCode::DeterministicFailure => "deterministic_failure",
-            RefusalCode::NotAnAttentionItem => "not_an_attention_item",
-        }
+string_enum!(
+    /// Why an action was not applied. Every refusal changes nothing.
+    RefusalCode, "code" {
+        /// The task's epoch or status is not what the operator saw.
+        Changed => "changed",
+        /// A worker holds a live lease and the operator did not choose to fence it.
+        LeaseLive => "lease_live",
+        /// Re-queue of a task that is already queued.
+        AlreadyQueued => "already_queued",
+        /// Compensation of a task with no double execution and no lost-lease effect.
+        NothingToCompensate => "nothing_to_compensate",
+        AlreadyCompensated => "already_compensated",
+        NotCompensated => "not_compensated",
+        /// The request id was already used for a different action or task.
+        RequestIdReused => "request_id_reused",
+        /// Bulk: the set of tasks the filter selects is not the one previewed.
+        PreviewChanged => "preview_changed",
+        /// Bulk: the filter selects more than [`BULK_MAX`] tasks.
+        TooMany => "too_many",
+        /// Bulk: the set has unsafe tasks and the operator did not acknowledge that their effects
+        /// may run again.
+        UnsafeNotAcknowledged => "unsafe_not_acknowledged",
+        /// Re-queue of a task whose last run failed with a deterministic cause ([`RetryPolicy`])
+        /// without `retry_deterministic`: it would fail the same way.
+        DeterministicFailure => "deterministic_failure",
+        /// Acknowledgement of an item the task does not have (any more).
+        NotAnAttentionItem => "not_an_attention_item",
     }
-}
+);
 
 /// A refused action: what is wrong, in words an operator can act on, and the task as it is now
 /// so the page can show it.
@@ -90,12 +70,12 @@ pub enum ActionOutcome {
 /// Held by a worker whose lease has not expired: re-queueing it would fence a worker that may
 /// be making progress.
 pub fn lease_live(
-    status: &str,
+    status: TaskStatus,
     owner: Option<&str>,
     expires: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> bool {
-    status == "leased" && owner.is_some() && expires.is_some_and(|t| t > now)
+    status == TaskStatus::Leased && owner.is_some() && expires.is_some_and(|t| t > now)
 }
 
 /// Whether there is a duplicate effect to compensate: the task executed twice, or a run lost
@@ -136,9 +116,8 @@ pub fn explain_change(
 ) -> String {
     let epochs = format!("epoch {epoch_seen} → {}", current.lease_epoch);
     if current.lease_epoch != epoch_seen {
-        let by_operator = latest_action.filter(|a| {
-            a.action == ActionKind::Requeue.as_str() && a.epoch_after == Some(current.lease_epoch)
-        });
+        let by_operator = latest_action
+            .filter(|a| a.action == ActionKind::Requeue && a.epoch_after == Some(current.lease_epoch));
         let claimed = latest_run.filter(|r| r.lease_epoch == current.lease_epoch);
         let what = match (by_operator, claimed) {
             (Some(a), _) => format!("re-queued by {} at {}", a.actor, fmt_time(a.created_at)),
@@ -148,7 +127,7 @@ pub fn explain_change(
         return format!("{what}, {epochs}; it is {} now", describe_status(current));
     }
     match status_seen {
-        Some(seen) if seen != current.status => {
+        Some(seen) if seen != current.status.as_str() => {
             format!("status {seen} → {} (epoch {epoch_seen} unchanged)", describe_status(current))
         }
         _ => format!("it is {} now", describe_status(current)),
@@ -157,10 +136,12 @@ pub fn explain_change(
 
 /// `leased by worker-3 until 03:14:05 UTC`, `dead after 3 attempts`, `queued`, …
 pub fn describe_status(task: &Task) -> String {
-    match (task.status.as_str(), task.owner.as_deref(), task.lease_expires_at) {
-        ("leased", Some(owner), Some(until)) => format!("leased by {owner} until {}", fmt_time(until)),
-        ("leased", Some(owner), None) => format!("leased by {owner}"),
-        ("dead", _, _) => format!("dead after {} attempts", task.attempts),
+    match (task.status, task.owner.as_deref(), task.lease_expires_at) {
+        (TaskStatus::Leased, Some(owner), Some(until)) => {
+            format!("leased by {owner} until {}", fmt_time(until))
+        }
+        (TaskStatus::Leased, Some(owner), None) => format!("leased by {owner}"),
+        (TaskStatus::Dead, _, _) => format!("dead after {} attempts", task.attempts),
         (status, _, _) => status.to_string(),
     }
 }
@@ -169,7 +150,7 @@ pub fn describe_status(task: &Task) -> String {
 /// sees it: "status leased → queued", "owner worker-3 cleared (fenced)", "epoch 5 → 6", …
 pub fn requeue_changes(task: &Task) -> Vec<String> {
     let mut changes = Vec::new();
-    if task.status != "queued" {
+    if task.status != TaskStatus::Queued {
         changes.push(format!("status {} → queued", task.status));
     }
     if let Some(owner) = &task.owner {
@@ -212,7 +193,8 @@ impl Decision<'_> {
         let task = self.task;
         let refuse = |code, message: String| Err(Refusal { code, message, task: Some(task.clone()) });
         let changed_epoch = self.request.expected_epoch.is_some_and(|e| e != task.lease_epoch);
-        let changed_status = self.request.expected_status.as_deref().is_some_and(|s| s != task.status);
+        let changed_status =
+            self.request.expected_status.as_deref().is_some_and(|s| s != task.status.as_str());
         if changed_epoch || changed_status {
             let seen = self.request.expected_epoch.unwrap_or(task.lease_epoch);
             let what = explain_change(
@@ -232,7 +214,7 @@ impl Decision<'_> {
         }
         match self.kind {
             ActionKind::Requeue => {
-                if task.status == "queued" {
+                if task.status == TaskStatus::Queued {
                     return refuse(
                         RefusalCode::AlreadyQueued,
                         format!(
@@ -241,7 +223,7 @@ impl Decision<'_> {
                         ),
                     );
                 }
-                if lease_live(&task.status, task.owner.as_deref(), task.lease_expires_at, self.now)
+                if lease_live(task.status, task.owner.as_deref(), task.lease_expires_at, self.now)
                     && !self.request.fence
                 {
                     let owner = task.owner.as_deref().unwrap_or("a worker");

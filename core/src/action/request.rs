@@ -13,34 +13,22 @@ pub const MAX_REQUEST_ID: usize = 100;
 /// A bulk re-queue touches at most this many tasks; a wider filter must be narrowed first.
 pub const BULK_MAX: usize = 500;
 
-/// `operator_actions.action`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "lowercase")]
-pub enum ActionKind {
-    Requeue,
-    Compensate,
-    Uncompensate,
-    /// Takes an attention item (`crate::attention`): changes nothing on the task, says who
-    /// has it.
-    Acknowledge,
-}
+string_enum!(
+    /// `operator_actions.action`.
+    ActionKind, "action" {
+        Requeue => "requeue",
+        Compensate => "compensate",
+        Uncompensate => "uncompensate",
+        /// Takes an attention item (`crate::attention`): changes nothing on the task, says who
+        /// has it.
+        Acknowledge => "acknowledge",
+    }
+);
 
 impl ActionKind {
-    pub const ALL: [ActionKind; 4] =
-        [ActionKind::Requeue, ActionKind::Compensate, ActionKind::Uncompensate, ActionKind::Acknowledge];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::Requeue => "requeue",
-            ActionKind::Compensate => "compensate",
-            ActionKind::Uncompensate => "uncompensate",
-            ActionKind::Acknowledge => "acknowledge",
-        }
-    }
-
+    /// Reads an action's name as a form or the CLI gives it (surrounding white space ignored).
     pub fn parse(s: &str) -> Option<ActionKind> {
-        ActionKind::ALL.into_iter().find(|k| k.as_str() == s.trim())
+        s.trim().parse().ok()
     }
 
     /// How the audit page names it.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{OperatorAction, Run, Task};
+use crate::model::{OperatorAction, Run, Task, TaskStatus};
 use crate::state::{ErrorCause, RunState};
 use chrono::TimeZone;
 use chrono::{DateTime, Utc};
@@ -135,8 +135,8 @@ fn a_preview_token_names_the_set_and_epochs_not_the_count_or_order() {
     let r = |id: i64, epoch: i64| TaskRef {
         id,
         kind: "reply".into(),
-        safety: "idempotent".into(),
-        status: "dead".into(),
+        safety: crate::model::Safety::Idempotent,
+        status: crate::model::TaskStatus::Dead,
         owner: None,
         lease_epoch: epoch,
         lease_expires_at: None,
@@ -162,9 +162,9 @@ fn the_confirmation_lists_every_change() {
 #[test]
 fn only_an_unexpired_held_lease_is_live() {
     let now = t0();
-    assert!(lease_live("leased", Some("w"), Some(now + chrono::Duration::seconds(1)), now));
-    assert!(!lease_live("leased", Some("w"), Some(now), now));
-    assert!(!lease_live("queued", None, None, now));
+    assert!(lease_live(TaskStatus::Leased, Some("w"), Some(now + chrono::Duration::seconds(1)), now));
+    assert!(!lease_live(TaskStatus::Leased, Some("w"), Some(now), now));
+    assert!(!lease_live(TaskStatus::Queued, None, None, now));
 }
 
 fn query(q: &str) -> Vec<(String, String)> {

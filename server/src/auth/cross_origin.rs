@@ -36,7 +36,7 @@ impl PublicOrigin {
 
 /// Why a request was refused (only logged; the client gets one generic message).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub enum CrossSite {
     /// `Sec-Fetch-Site` says `cross-site` or `same-site`.
     FetchSite,
     /// An older browser's `Origin` names another host.
@@ -49,7 +49,7 @@ pub fn check(
     headers: &HeaderMap,
     host: Option<&str>,
     public: &[PublicOrigin],
-) -> Result<(), Refusal> {
+) -> Result<(), CrossSite> {
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(());
     }
@@ -60,7 +60,7 @@ pub fn check(
         None | Some("") => {}
         Some("same-origin") | Some("none") => return Ok(()),
         Some(_) if trusted() => return Ok(()),
-        Some(_) => return Err(Refusal::FetchSite),
+        Some(_) => return Err(CrossSite::FetchSite),
     }
     let Some(origin) = origin else {
         // Not a browser (or a browser too old to matter): no cookie of ours to abuse.
@@ -83,7 +83,7 @@ pub fn check(
     if trusted() {
         return Ok(());
     }
-    Err(Refusal::Origin)
+    Err(CrossSite::Origin)
 }
 
 #[cfg(test)]

@@ -58,29 +58,29 @@ impl Default for LoginLimits {
 
 /// Why an attempt was turned away before its password was checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub enum Throttled {
     /// Too many attempts from this address or on this name; try again after the duration.
     TooMany(Duration),
     /// Every hash check is busy (a flood in progress).
     Busy,
 }
 
-impl Refusal {
+impl Throttled {
     /// Whole seconds to wait, at least one.
     pub fn retry_after_secs(&self) -> u64 {
         match self {
-            Refusal::TooMany(wait) => wait.as_secs_f64().ceil().max(1.0) as u64,
-            Refusal::Busy => 1,
+            Throttled::TooMany(wait) => wait.as_secs_f64().ceil().max(1.0) as u64,
+            Throttled::Busy => 1,
         }
     }
 }
 
-impl IntoResponse for Refusal {
+impl IntoResponse for Throttled {
     fn into_response(self) -> Response {
         let secs = self.retry_after_secs();
         let why = match self {
-            Refusal::TooMany(_) => "Too many sign-in attempts",
-            Refusal::Busy => "The server is busy checking other sign-ins",
+            Throttled::TooMany(_) => "Too many sign-in attempts",
+            Throttled::Busy => "The server is busy checking other sign-ins",
         };
         let body = format!(
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -131,13 +131,13 @@ impl LoginThrottle {
     }
 
     /// Counts an attempt by `source` on `name`; refuses it if either is over its limit.
-    pub fn admit(&self, source: Option<IpAddr>, name: &str) -> Result<(), Refusal> {
+    pub fn admit(&self, source: Option<IpAddr>, name: &str) -> Result<(), Throttled> {
         let now = DefaultClock::default().now();
         // Unknown peers (never on a real listener) share one key, so they are limited too.
         let source = source.map(|ip| ip.to_canonical()).unwrap_or(IpAddr::from([0, 0, 0, 0]));
-        self.by_source.check_key(&source).map_err(|until| Refusal::TooMany(until.wait_time_from(now)))?;
+        self.by_source.check_key(&source).map_err(|until| Throttled::TooMany(until.wait_time_from(now)))?;
         let name: String = name.chars().take(NAME_KEY_CHARS).collect::<String>().to_lowercase();
-        self.by_user.check_key(&name).map_err(|until| Refusal::TooMany(until.wait_time_from(now)))?;
+        self.by_user.check_key(&name).map_err(|until| Throttled::TooMany(until.wait_time_from(now)))?;
         if self.by_source.len() > TRIM_ABOVE || self.by_user.len() > TRIM_ABOVE {
             self.by_source.retain_recent();
             self.by_user.retain_recent();
@@ -146,10 +146,10 @@ impl LoginThrottle {
     }
 
     /// A slot to run one hash check in, waiting at most `check_wait` for it.
-    pub async fn check_slot(&self) -> Result<OwnedSemaphorePermit, Refusal> {
+    pub async fn check_slot(&self) -> Result<OwnedSemaphorePermit, Throttled> {
         match tokio::time::timeout(self.limits.check_wait, self.checks.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(permit),
-            _ => Err(Refusal::Busy),
+            _ => Err(Throttled::Busy),
         }
     }
 }
@@ -174,14 +174,14 @@ mod tests {
         assert_eq!(throttle.admit(ip("10.0.0.1"), "alice"), Ok(()));
         assert_eq!(throttle.admit(ip("10.0.0.2"), "Alice"), Ok(()), "names compare case-blind");
         let refused = throttle.admit(ip("10.0.0.3"), "alice").unwrap_err();
-        assert!(matches!(refused, Refusal::TooMany(wait) if wait > Duration::from_secs(20)), "{refused:?}");
+        assert!(matches!(refused, Throttled::TooMany(wait) if wait > Duration::from_secs(20)), "{refused:?}");
         assert_eq!(refused.retry_after_secs(), 30);
         // Another name from a source with budget left is fine; the source then runs out.
         assert_eq!(throttle.admit(ip("10.0.0.1"), "bob"), Ok(()));
         assert_eq!(throttle.admit(ip("10.0.0.1"), "carol"), Ok(()));
-        assert!(matches!(throttle.admit(ip("10.0.0.1"), "dave"), Err(Refusal::TooMany(_))));
+        assert!(matches!(throttle.admit(ip("10.0.0.1"), "dave"), Err(Throttled::TooMany(_))));
         // IPv4-mapped IPv6 is the same source.
-        assert!(matches!(throttle.admit(ip("::ffff:10.0.0.1"), "erin"), Err(Refusal::TooMany(_))));
+        assert!(matches!(throttle.admit(ip("::ffff:10.0.0.1"), "erin"), Err(Throttled::TooMany(_))));
     }
 
     #[tokio::test]
@@ -193,16 +193,16 @@ mod tests {
         });
         let first = throttle.check_slot().await.unwrap();
         let _second = throttle.check_slot().await.unwrap();
-        assert_eq!(throttle.check_slot().await.unwrap_err(), Refusal::Busy);
+        assert_eq!(throttle.check_slot().await.unwrap_err(), Throttled::Busy);
         drop(first);
         assert!(throttle.check_slot().await.is_ok(), "a freed slot is taken again");
     }
 
     #[test]
     fn the_refusal_says_when_to_come_back() {
-        let response = Refusal::TooMany(Duration::from_millis(2_100)).into_response();
+        let response = Throttled::TooMany(Duration::from_millis(2_100)).into_response();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()[RETRY_AFTER], "3");
-        assert_eq!(Refusal::Busy.into_response().headers()[RETRY_AFTER], "1");
+        assert_eq!(Throttled::Busy.into_response().headers()[RETRY_AFTER], "1");
     }
 }

@@ -304,12 +304,7 @@ pub(crate) fn filter_conditions(
     if let Some(id) = filter.task_id {
         conds.push(format!("r.task_id = {}", buf.arg(Value::I64(id))));
     }
-    if let Some(since) = filter.since {
-        conds.push(format!("r.claimed_at >= {}", buf.arg(Value::Time(since))));
-    }
-    if let Some(until) = filter.until {
-        conds.push(format!("r.claimed_at < {}", buf.arg(Value::Time(until))));
-    }
+    window_conditions(buf, &mut conds, "r.claimed_at", filter.since, filter.until);
     if let Some(q) = &filter.q {
         let p = buf.arg(Value::Text(like_pattern(q)));
         let like = d.ilike;
@@ -331,6 +326,22 @@ pub(crate) fn filter_conditions(
         }
     }
     conds
+}
+
+/// `column` in `[since, until)`, each bound only when given.
+fn window_conditions(
+    buf: &mut SqlBuf,
+    conds: &mut Vec<String>,
+    column: &str,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+) {
+    if let Some(since) = since {
+        conds.push(format!("{column} >= {}", buf.arg(Value::Time(since))));
+    }
+    if let Some(until) = until {
+        conds.push(format!("{column} < {}", buf.arg(Value::Time(until))));
+    }
 }
 
 pub(crate) fn where_clause(conds: &[String]) -> String {
@@ -749,12 +760,7 @@ pub(crate) fn audit(filter: &lastword_core::AuditFilter, page: &PageRequest) -> 
     if let Some(task) = filter.task_id {
         conds.push(format!("task_id = {}", buf.arg(Value::I64(task))));
     }
-    if let Some(since) = filter.since {
-        conds.push(format!("created_at >= {}", buf.arg(Value::Time(since))));
-    }
-    if let Some(until) = filter.until {
-        conds.push(format!("created_at < {}", buf.arg(Value::Time(until))));
-    }
+    window_conditions(&mut buf, &mut conds, "created_at", filter.since, filter.until);
     if let Some(Cursor { claimed_at, id }) = page.after {
         let at = buf.arg(Value::Time(claimed_at));
         let id = buf.arg(Value::I64(id));

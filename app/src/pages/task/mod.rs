@@ -104,13 +104,13 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
         <header class="page-head">
             <h1>{format!("Task #{}", t.id)}</h1>
             <span class="muted">{t.kind.clone()}</span>
-            <span class=format!("tag status-{}", t.status)>{t.status.clone()}</span>
+            <span class=format!("tag status-{}", t.status)>{t.status.as_str()}</span>
             {(t.dead_reason == Some(lastword_core::DeadReason::Loop)).then(|| view! {
                 <span class="tag tag-alert" data-testid="quarantined" title="a runner stopped claiming it after a streak of failed claims">
                     "quarantined: re-claim loop"
                 </span>
             })}
-            {(t.safety == "unsafe").then(|| view! { <span class="tag tag-unsafe">"unsafe"</span> })}
+            {(t.safety == lastword_core::Safety::Unsafe).then(|| view! { <span class="tag tag-unsafe">"unsafe"</span> })}
             {detail.double_execution.then(|| view! { <span class="tag tag-double" data-testid="double-execution">"⧉ executed twice"</span> })}
             {detail.needs_compensation.then(|| view! { <span class="tag tag-alert" data-testid="needs-compensation">"⚠ needs compensation"</span> })}
             <span class="spacer"></span>
@@ -147,8 +147,8 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
         })}
         <div class="two-col">
             <dl class="facts">
-                <div><dt>"Source"</dt><dd>{t.source.clone()}</dd></div>
-                <div><dt>"Safety"</dt><dd>{t.safety.clone()}</dd></div>
+                <div><dt>"Source"</dt><dd>{t.source.as_str()}</dd></div>
+                <div><dt>"Safety"</dt><dd>{t.safety.as_str()}</dd></div>
                 <div><dt>"Attempts"</dt><dd>{format!("{} of {}", t.attempts, t.max_attempts)}</dd></div>
                 <div><dt>"Created"</dt><dd><Time t=t.created_at /></dd></div>
                 <div><dt>"Updated"</dt><dd><Time t=t.updated_at /></dd></div>
