@@ -668,24 +668,24 @@ async fn recompute_bucket(db: &Db, tokens: &Tokens, k: i64, now: DateTime<Utc>) 
     args.arg(Value::Time(bucket_start(k)));
     args.arg(Value::Time(bucket_start(k + 1)));
     let [insert_runs, insert_workers, upsert_bucket] = recompute_sql(d);
-    let result: Result<bool, sqlx::Error> = on_db!(db, p => async {
-        let mut tx = p.begin_with(d.begin_rollup).await?;
+    let result: Result<bool, sqlx::Error> = async {
+        let mut tx = db.begin(d.begin_rollup).await?;
         if let Some(lock) = d.try_lock {
             let key = i32::try_from(k.rem_euclid(i64::from(i32::MAX))).unwrap_or_default();
-            let got: bool = sqlx::query_scalar(lock).bind(BUCKET_LOCK).bind(key).fetch_one(&mut *tx).await?;
+            let (got,): (bool,) = tx.fetch_one(&SqlBuf::statement(lock).bind(BUCKET_LOCK).bind(key)).await?;
             if !got {
                 return Ok(false);
             }
         }
-        sqlx::query("DELETE FROM run_rollups WHERE bucket = $1").bind(k).execute(&mut *tx).await?;
-        sqlx::query("DELETE FROM worker_rollups WHERE bucket = $1").bind(k).execute(&mut *tx).await?;
+        tx.execute(&SqlBuf::statement("DELETE FROM run_rollups WHERE bucket = $1").bind(k)).await?;
+        tx.execute(&SqlBuf::statement("DELETE FROM worker_rollups WHERE bucket = $1").bind(k)).await?;
         for sql in [&upsert_bucket, &insert_runs, &insert_workers] {
-            bind_values!(sqlx::query(sql), &args.args).execute(&mut *tx).await?;
+            tx.execute(&SqlBuf { sql: sql.to_string(), args: args.args.clone() }).await?;
         }
         tx.commit().await?;
-        Ok::<bool, sqlx::Error>(true)
+        Ok(true)
     }
-    .await);
+    .await;
     match result {
         Ok(done) => Ok(done),
         Err(e) if lost_race(&e) => Ok(false),
@@ -726,17 +726,15 @@ async fn reset(db: &Db, tokens: &Tokens, all: bool, now: DateTime<Utc>) -> Resul
            skip = excluded.skip, refreshed_at = excluded.refreshed_at"
     ));
     let d = dialect(db);
-    on_db!(db, p => {
-        let mut tx = p.begin_with(d.begin_write).await?;
-        if all {
-            for table in ["run_rollups", "worker_rollups", "run_rollup_buckets"] {
-                sqlx::query(&format!("DELETE FROM {table}")).execute(&mut *tx).await?;
-            }
+    let mut tx = db.begin(d.begin_write).await?;
+    if all {
+        for table in ["run_rollups", "worker_rollups", "run_rollup_buckets"] {
+            tx.execute(&SqlBuf::statement(format!("DELETE FROM {table}"))).await?;
         }
-        sqlx::query("DELETE FROM double_executions").execute(&mut *tx).await?;
-        bind_values!(sqlx::query(&buf.sql), &buf.args).execute(&mut *tx).await?;
-        tx.commit().await?;
-    });
+    }
+    tx.execute(&SqlBuf::statement("DELETE FROM double_executions")).await?;
+    tx.execute(&buf).await?;
+    tx.commit().await?;
     tracing::info!(all, "rollups: starting over");
     Ok(())
 }
@@ -802,22 +800,22 @@ async fn evaluate_flags(
          SELECT e.task_id, e.created_at FROM effects e WHERE e.task_id IN (SELECT t.id FROM tasks t WHERE {which} AND {needs})",
         needs = queries::needs_compensation_predicate(d)
     );
-    let result: Result<bool, sqlx::Error> = on_db!(db, p => async {
-        let mut tx = p.begin_with(d.begin_write).await?;
+    let result: Result<bool, sqlx::Error> = async {
+        let mut tx = db.begin(d.begin_write).await?;
         if let Some(lock) = d.try_lock {
-            let got: bool = sqlx::query_scalar(lock).bind(FLAGS_LOCK).bind(0).fetch_one(&mut *tx).await?;
+            let (got,): (bool,) = tx.fetch_one(&SqlBuf::statement(lock).bind(FLAGS_LOCK).bind(0i32)).await?;
             if !got {
                 return Ok(false);
             }
         }
         // Read committed on PostgreSQL: each statement sees everything committed before it,
         // all after the lock was taken.
-        bind_values!(sqlx::query(&delete), &buf.args).execute(&mut *tx).await?;
-        bind_values!(sqlx::query(&insert), &buf.args).execute(&mut *tx).await?;
+        tx.execute(&SqlBuf { sql: delete, args: buf.args.clone() }).await?;
+        tx.execute(&SqlBuf { sql: insert, args: buf.args }).await?;
         tx.commit().await?;
-        Ok::<bool, sqlx::Error>(true)
+        Ok(true)
     }
-    .await);
+    .await;
     match result {
         Ok(done) => Ok(done),
         Err(e) if lost_race(&e) => Ok(false),

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO
 from lastword_runner import Target, parse_dsn
-from lastword_runner._sql import ALL
+from lastword_runner._sql import ALL, POSTGRES_BEGIN, SQLITE_BEGIN
 
 
 def rust_statements() -> dict[str, str]:
@@ -24,16 +24,25 @@ def rust_statements() -> dict[str, str]:
             continue
         name, text = line_match.group(2), line_match.group(3)
         assert "\\" not in text, f"{name}: an escape the parser does not read"
-        found[(module if name in ("CLAIM_CANDIDATE", "BEGIN") else "") + name] = text
+        found[(module if name == "CLAIM_CANDIDATE" else "") + name] = text
     return found
+
+
+def rust_begin_write() -> dict[str, str]:
+    """How the Rust side begins a write transaction per backend: `Backend::begin_write` in
+    `store/src/connect.rs`, the one place the runner and the store take it from."""
+    source = (REPO / "store" / "src" / "connect.rs").read_text()
+    body = source[source.index("fn begin_write") :]
+    body = body[: body.index("\n    }\n")]
+    return dict(re.findall(r'Backend::(\w+) => "([^"]*)"', body))
 
 
 def test_statements_match_the_rust_runner() -> None:
     rust = rust_statements()
-    assert set(ALL) == {k for k in rust if not k.endswith("BEGIN")}, "the same statements, by name"
+    assert set(ALL) == set(rust), "the same statements, by name"
     for name, text in ALL.items():
         assert text == rust[name], f"{name} differs from runner/src/sql.rs"
-    assert (rust["postgres::BEGIN"], rust["sqlite::BEGIN"]) == ("BEGIN", "BEGIN IMMEDIATE")
+    assert rust_begin_write() == {"Postgres": POSTGRES_BEGIN, "Sqlite": SQLITE_BEGIN}
 
 
 def test_the_contract_document_quotes_every_statement() -> None:

@@ -69,12 +69,21 @@ pub(crate) const EXACT_TOTALS_BELOW: i64 = 100_000;
 #[derive(Clone, Debug)]
 pub(crate) enum Value {
     I64(i64),
+    /// PostgreSQL picks a function's overload by its arguments' types (the advisory locks
+    /// take two `int4` keys).
+    I32(i32),
     Text(String),
     Time(DateTime<Utc>),
     /// Typed NULLs: PostgreSQL infers a parameter's type from what is bound, so a missing
     /// number must still be bound as a number.
     MaybeI64(Option<i64>),
     MaybeText(Option<String>),
+}
+
+impl From<i32> for Value {
+    fn from(v: i32) -> Self {
+        Value::I32(v)
+    }
 }
 
 impl From<i64> for Value {
@@ -164,6 +173,7 @@ macro_rules! bind_values {
         for value in $args {
             q = match value {
                 $crate::queries::Value::I64(v) => q.bind(*v),
+                $crate::queries::Value::I32(v) => q.bind(*v),
                 $crate::queries::Value::Text(v) => q.bind(v.clone()),
                 $crate::queries::Value::Time(v) => q.bind(*v),
                 $crate::queries::Value::MaybeI64(v) => q.bind(*v),
