@@ -45,7 +45,7 @@ pub fn use_can_act() -> Signal<bool> {
 
 /// "alice · operator", or "local operator" in local mode.
 pub fn label(p: &Principal) -> String {
-    if p.via == "local" {
+    if p.via == lastword_core::SignIn::Local {
         format!("local {}", p.role)
     } else {
         format!("{} · {}", p.name, p.role)
@@ -55,12 +55,12 @@ pub fn label(p: &Principal) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lastword_core::Role;
+    use lastword_core::{Role, SignIn};
 
     #[test]
     fn labels() {
-        let p = |name: &str, role, via: &str| Principal { name: name.into(), role, via: via.into() };
-        assert_eq!(label(&p("local", Role::Operator, "local")), "local operator");
-        assert_eq!(label(&p("alice", Role::Viewer, "session")), "alice · viewer");
+        let p = |name: &str, role, via| Principal { name: name.into(), role, via };
+        assert_eq!(label(&p("local", Role::Operator, SignIn::Local)), "local operator");
+        assert_eq!(label(&p("alice", Role::Viewer, SignIn::Session)), "alice · viewer");
     }
 }

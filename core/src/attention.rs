@@ -18,22 +18,20 @@
 
 use crate::model::{Effect, OperatorAction, Run, Safety, Task, TaskStatus};
 use crate::state::{RunState, Tokens};
-use serde::{Deserialize, Serialize};
 
-/// What on a task needs someone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum AttentionKind {
-    /// Unsafe, executed twice, not compensated.
-    DoubleExecution,
-    /// An unsafe task with a run whose final write was rejected (its effects may have run twice).
-    UnsafeLostLease,
-    /// Claimed again and again without reaching a terminal token ([`in_loop`]).
-    Loop,
-    /// Every attempt used.
-    Dead,
-}
+string_enum!(
+    /// What on a task needs someone.
+    AttentionKind, "attention" {
+        /// Unsafe, executed twice, not compensated.
+        DoubleExecution => "double_execution",
+        /// An unsafe task with a run whose final write was rejected (its effects may have run twice).
+        UnsafeLostLease => "unsafe_lost_lease",
+        /// Claimed again and again without reaching a terminal token ([`in_loop`]).
+        Loop => "loop",
+        /// Every attempt used.
+        Dead => "dead",
+    }
+);
 
 /// Failed attempts in a row, newest first, that make a task still being retried a re-claim loop.
 /// The SQL twin (the store's count for `/metrics` and the notifier) uses the same number, and
@@ -41,24 +39,9 @@ pub enum AttentionKind {
 pub const LOOP_CLAIMS: usize = 3;
 
 impl AttentionKind {
-    pub const ALL: [AttentionKind; 4] = [
-        AttentionKind::DoubleExecution,
-        AttentionKind::UnsafeLostLease,
-        AttentionKind::Loop,
-        AttentionKind::Dead,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttentionKind::DoubleExecution => "double_execution",
-            AttentionKind::UnsafeLostLease => "unsafe_lost_lease",
-            AttentionKind::Loop => "loop",
-            AttentionKind::Dead => "dead",
-        }
-    }
-
+    /// A kind as a query parameter or a row names it (surrounding blanks ignored).
     pub fn parse(s: &str) -> Option<AttentionKind> {
-        AttentionKind::ALL.into_iter().find(|k| k.as_str() == s.trim())
+        s.trim().parse().ok()
     }
 
     /// How a page names it.
@@ -149,8 +132,8 @@ pub fn current(
         if a.action != ActionKind::Acknowledge || a.refused().is_some() {
             continue;
         }
-        let Some(kind) = a.attention.as_deref().and_then(AttentionKind::parse) else { continue };
-        let taken = out.iter().any(|o| o.attention.as_deref() == Some(kind.as_str()));
+        let Some(kind) = a.attention else { continue };
+        let taken = out.iter().any(|o| o.attention == Some(kind));
         if open.contains(&kind) && kind.holds(a.epoch_after, task.lease_epoch, loop_from) && !taken {
             out.push(a.clone());
         }
@@ -178,8 +161,8 @@ mod tests {
         OperatorAction {
             task_id: 7,
             reason: "investigating".into(),
-            status_seen: Some("dead".into()),
-            attention: Some(kind.as_str().into()),
+            status_seen: Some(TaskStatus::Dead),
+            attention: Some(kind),
             ..crate::fixtures::action(id, "acknowledge", actor, epoch, at)
         }
     }

@@ -271,7 +271,7 @@ mod tests {
                 task_id: 42,
                 reason: "<script>alert(1)</script>".into(),
                 reference: Some("INC-7".into()),
-                status_seen: Some("leased".into()),
+                status_seen: Some(crate::TaskStatus::Leased),
                 ..crate::fixtures::action(9, "requeue", "ann", 1, t0())
             }],
             attention: Vec::new(),

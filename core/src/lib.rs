@@ -27,7 +27,7 @@ pub use action::{
     BulkRequeueRequest, BulkSelection, Refusal, RefusalCode, RetryPolicy, TaskRef,
 };
 pub use attention::AttentionKind;
-pub use auth::{Actor, Principal, Role};
+pub use auth::{Actor, Principal, Role, SignIn};
 pub use change::Change;
 pub use clock::{read_now, write_now};
 pub use model::*;

@@ -127,7 +127,7 @@ pub struct OperatorAction {
     pub epoch_seen: Option<i64>,
     pub epoch_after: Option<i64>,
     /// The task's status when the action was applied.
-    pub status_seen: Option<String>,
+    pub status_seen: Option<TaskStatus>,
     /// `applied`, or `refused:<code>` for an attempt that changed nothing (a stale view, a
     /// viewer's 403, …): the trail answers "who tried what", not only "what applied".
     pub outcome: String,
@@ -138,10 +138,9 @@ pub struct OperatorAction {
     /// rows from before this was recorded).
     #[serde(default)]
     pub via: Option<String>,
-    /// An acknowledgement's item (`double_execution`, `unsafe_lost_lease`, `dead`;
-    /// `crate::attention`); none on other actions.
+    /// An acknowledgement's item; none on other actions.
     #[serde(default)]
-    pub attention: Option<String>,
+    pub attention: Option<crate::attention::AttentionKind>,
 }
 
 impl OperatorAction {

@@ -27,8 +27,8 @@ pub struct RunListItem {
     #[serde(flatten)]
     pub run: Run,
     pub kind: String,
-    pub source: String,
-    pub safety: String,
+    pub source: crate::model::Source,
+    pub safety: crate::model::Safety,
     #[serde(default)]
     pub text_truncated: bool,
 }

@@ -157,7 +157,10 @@ async fn requeue_of_a_live_lease_is_refused_unless_fenced_and_fencing_rejects_th
     );
     assert_eq!(action.reason, "stuck behind a dead API");
     assert_eq!((action.epoch_seen, action.epoch_after), (Some(1), Some(2)));
-    assert_eq!((action.status_seen.as_deref(), action.outcome.as_str()), (Some("leased"), "applied"));
+    assert_eq!(
+        (action.status_seen.map(|s| s.as_str()), action.outcome.as_str()),
+        (Some("leased"), "applied")
+    );
     assert_eq!(action.created_at, f.now());
     assert_eq!(f.applied_actions(id).await, vec![action]);
     assert_eq!(f.refusals(id).await, vec!["refused:lease_live"], "the unfenced attempt before it");
@@ -202,7 +205,7 @@ async fn a_stale_view_is_refused_with_what_changed_and_nothing_changes(db: Db) {
     let tried = f.store.task_actions(id).await.unwrap().remove(0);
     assert_eq!((tried.actor.as_str(), tried.via.as_deref()), ("alice", Some("session")));
     assert_eq!(
-        (tried.epoch_seen, tried.epoch_after, tried.status_seen.as_deref()),
+        (tried.epoch_seen, tried.epoch_after, tried.status_seen.map(|s| s.as_str())),
         (Some(1), Some(2), Some("leased"))
     );
     assert_eq!(tried.reason, "stuck behind a dead API");
@@ -560,7 +563,7 @@ async fn bulk_requeue_applies_the_previewed_set_once(db: Db) {
         let epoch = if *id == moved { 3 } else { 1 };
         assert_eq!(a.request_id, Some(format!("bulk-1/{id}")));
         assert_eq!(
-            (a.epoch_seen, a.epoch_after, a.status_seen.as_deref()),
+            (a.epoch_seen, a.epoch_after, a.status_seen.map(|s| s.as_str())),
             (Some(epoch), Some(epoch + 1), Some("dead"))
         );
         let t = f.row(*id).await;
@@ -829,7 +832,7 @@ async fn an_attention_item_is_acknowledged_handed_over_and_let_go(db: Db) {
         .await,
     );
     assert_eq!(task, before, "an acknowledgement changes nothing on the task");
-    assert_eq!((action.action.as_str(), action.attention.as_deref()), ("acknowledge", Some("dead")));
+    assert_eq!((action.action.as_str(), action.attention.map(|k| k.as_str())), ("acknowledge", Some("dead")));
     let taken = detail(id).await.acknowledgements;
     assert_eq!(taken.len(), 1);
     assert_eq!(
@@ -874,7 +877,11 @@ async fn an_attention_item_is_acknowledged_handed_over_and_let_go(db: Db) {
     assert!(message.contains("open: dead"), "{message}");
     assert_eq!(f.refusals(id).await, ["refused:not_an_attention_item"]);
     let trail = f.store.task_actions(id).await.unwrap();
-    assert_eq!(trail[0].attention.as_deref(), Some("double_execution"), "the refusal says what was tried");
+    assert_eq!(
+        trail[0].attention.map(|k| k.as_str()),
+        Some("double_execution"),
+        "the refusal says what was tried"
+    );
 
     // Re-queued: the incident is over; dead again later would be a new one.
     applied(
@@ -902,7 +909,10 @@ async fn an_attention_item_is_acknowledged_handed_over_and_let_go(db: Db) {
     applied(f.act(twice, ActionKind::Compensate, compensate, "carol").await);
     let done = detail(twice).await;
     assert!(!done.attention.contains(&AttentionKind::DoubleExecution));
-    assert!(done.acknowledgements.iter().all(|a| a.attention.as_deref() != Some("double_execution")));
+    assert!(done
+        .acknowledgements
+        .iter()
+        .all(|a| a.attention.map(|k| k.as_str()) != Some("double_execution")));
 
     // The request names its item, and only an acknowledgement does.
     let bare = ActionRequest { reason: "x".into(), ..Default::default() };

@@ -10,11 +10,12 @@ use axum::routing::post;
 use axum::Router;
 use common::{credentials, form, hashes, send, Answer};
 use lastword_core::Tokens;
-use lastword_server::auth::config::{AuthArgs, AuthMode};
+use lastword_server::auth::config::AuthArgs;
 use lastword_server::auth::host::AllowedHosts;
 use lastword_server::auth::proxy::{header_name, name_list, parse_trusted, ProxyConfig};
 use lastword_server::auth::throttle::LoginLimits;
 use lastword_server::auth::users::Users;
+use lastword_server::auth::Mode;
 use lastword_server::{router_with, state::leptos_options, AppState, Auth, RequireOperator};
 use lastword_store::testing::{exec, insert_task, scalar, sqlite_memory};
 use lastword_store::{store_for, Db};
@@ -731,7 +732,7 @@ async fn users_files_are_validated_at_start() {
     let build = |text: &str| {
         let path = dir.path().join("users.toml");
         std::fs::write(&path, text).unwrap();
-        let args = AuthArgs { mode: AuthMode::Users, users_file: Some(path), ..AuthArgs::default() };
+        let args = AuthArgs { mode: Mode::Users, users_file: Some(path), ..AuthArgs::default() };
         let db = db.clone();
         async move { args.build(addr, &db).await.map(|_| ()).map_err(|e| format!("{e:#}")) }
     };
@@ -748,7 +749,7 @@ async fn users_files_are_validated_at_start() {
         assert!(err.contains(expected), "expected {expected:?} in {err:?}");
         assert!(err.contains("users.toml"), "names the file: {err}");
     }
-    let missing = AuthArgs { mode: AuthMode::Users, ..AuthArgs::default() };
+    let missing = AuthArgs { mode: Mode::Users, ..AuthArgs::default() };
     let err = format!("{:#}", missing.build(addr, &db).await.unwrap_err());
     assert!(err.contains("--users-file"), "{err}");
 

@@ -27,6 +27,41 @@ pub(crate) fn run_list_columns(n: usize) -> String {
     )
 }
 
+/// A closed vocabulary in a text column that may be NULL: `Option<Vocab<TaskStatus>>` reads NULL
+/// as `None` and a value outside the vocabulary as an error naming the allowed values (what
+/// `#[sqlx(try_from = "String")]` does for a NOT NULL column; it cannot take an `Option`).
+pub(crate) struct Vocab<T>(T);
+
+impl<T> Vocab<T> {
+    pub(crate) fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<DB: sqlx::Database, T> sqlx::Type<DB> for Vocab<T>
+where
+    String: sqlx::Type<DB>,
+{
+    fn type_info() -> DB::TypeInfo {
+        <String as sqlx::Type<DB>>::type_info()
+    }
+
+    fn compatible(ty: &DB::TypeInfo) -> bool {
+        <String as sqlx::Type<DB>>::compatible(ty)
+    }
+}
+
+impl<'r, DB: sqlx::Database, T> sqlx::Decode<'r, DB> for Vocab<T>
+where
+    String: sqlx::Decode<'r, DB>,
+    T: std::str::FromStr<Err = lastword_core::UnknownValue>,
+{
+    fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let text = <String as sqlx::Decode<'r, DB>>::decode(value)?;
+        Ok(Vocab(text.parse()?))
+    }
+}
+
 pub(crate) const EFFECT_COLUMNS: &str = "id, run_id, task_id, lease_epoch, kind, idempotency_key, created_at";
 
 pub(crate) const ACTION_COLUMNS: &str =
@@ -142,8 +177,10 @@ pub(crate) struct RunListRow {
     #[sqlx(flatten)]
     run: RunRow,
     kind: String,
-    source: String,
-    safety: String,
+    #[sqlx(try_from = "String")]
+    source: lastword_core::Source,
+    #[sqlx(try_from = "String")]
+    safety: lastword_core::Safety,
     text_truncated: bool,
 }
 
@@ -209,12 +246,12 @@ pub(crate) struct ActionRow {
     reference: Option<String>,
     epoch_seen: Option<i64>,
     epoch_after: Option<i64>,
-    status_seen: Option<String>,
+    status_seen: Option<Vocab<lastword_core::TaskStatus>>,
     outcome: String,
     request_id: Option<String>,
     created_at: DateTime<Utc>,
     via: Option<String>,
-    attention: Option<String>,
+    attention: Option<Vocab<lastword_core::AttentionKind>>,
 }
 
 impl From<ActionRow> for OperatorAction {
@@ -229,12 +266,12 @@ impl From<ActionRow> for OperatorAction {
             reference: r.reference,
             epoch_seen: r.epoch_seen,
             epoch_after: r.epoch_after,
-            status_seen: r.status_seen,
+            status_seen: r.status_seen.map(Vocab::into_inner),
             outcome: r.outcome,
             request_id: r.request_id,
             created_at: r.created_at,
             via: r.via,
-            attention: r.attention,
+            attention: r.attention.map(Vocab::into_inner),
         }
     }
 }
@@ -266,5 +303,29 @@ impl From<TaskRefRow> for lastword_core::TaskRef {
             // A cause outside the closed set is `other`, as a run's cause is.
             last_failure: r.last_error.map(|e| e.parse::<ErrorCause>().unwrap_or(ErrorCause::Other)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Vocab;
+    use lastword_core::TaskStatus;
+
+    #[tokio::test]
+    async fn a_nullable_vocabulary_column_reads_null_as_none_and_refuses_unknown_text() {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        let read = |sql: &'static str| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, Option<Vocab<TaskStatus>>>(sql)
+                    .fetch_one(&pool)
+                    .await
+                    .map(|v| v.map(Vocab::into_inner))
+            }
+        };
+        assert_eq!(read("SELECT 'leased'").await.unwrap(), Some(TaskStatus::Leased));
+        assert_eq!(read("SELECT NULL").await.unwrap(), None);
+        let refused = read("SELECT 'borrowed'").await.unwrap_err().to_string();
+        assert!(refused.contains("borrowed") && refused.contains("queued"), "{refused}");
     }
 }

@@ -502,7 +502,10 @@ async fn keyset_pagination_visits_every_run_once(db: Db) {
     let next = Cursor::decode(page.next.as_deref().expect("one more row")).unwrap();
     assert_eq!(next.id, page.runs[38].run.id);
     // Rows carry the task facts.
-    assert!(page.runs.iter().all(|r| r.source == "notification" && r.safety == "idempotent"));
+    assert!(page
+        .runs
+        .iter()
+        .all(|r| r.source.as_str() == "notification" && r.safety.as_str() == "idempotent"));
     assert!(page.runs.iter().any(|r| r.kind == "digest"));
 }
 

@@ -28,7 +28,7 @@ pub fn AuditLine(action: OperatorAction) -> impl IntoView {
             {refused.map(|code| view! { " — "<span class="tag tag-refused">{format!("refused: {code}")}</span> })}
             ": "<q>{a.reason.clone()}</q>
             {a.reference.clone().map(|r| view! { " "<span class="tag">{format!("ref {r}")}</span> })}
-            {a.attention.clone().map(|k| view! { " "<span class="tag" data-testid="audit-attention">{k}</span> })}
+            {a.attention.map(|k| view! { " "<span class="tag" data-testid="audit-attention">{k.as_str()}</span> })}
         </span>
     }
 }

@@ -1,13 +1,13 @@
-//! The failures page's bulk re-queue: of the rows an operator ticked, or of every task the
-//! current filter matches. It first shows a preview from the server ("this will re-queue 37
-//! tasks", how many are unsafe, what is skipped and why), then sends back the preview's token
-//! (naming exactly the tasks and epochs the operator reviewed) and the unsafe acknowledgement;
-//! the server re-checks both in the applying transaction and refuses if the set moved.
+//! The failures page's bulk re-queue, drawn: the panel around the server's preview ("this will
+//! re-queue 37 tasks", how many are unsafe, what is skipped and why) and the confirmation that
+//! sends back the preview's token (naming exactly the tasks and epochs the operator reviewed)
+//! with the unsafe acknowledgement. The page owns the preview and the apply (its
+//! `pages::failures::bulk`); the server re-checks both in the applying transaction and refuses
+//! if the set moved.
 
-use crate::api::actions::{bulk_requeue, requeue_preview};
-use crate::components::actions::{new_request_id, Checkbox};
+use crate::components::actions::Checkbox;
 use lastword_core::action::{count_tasks, MAX_REASON};
-use lastword_core::{ActionKind, BulkOptions, BulkOutcome, BulkPreview, BulkRequeueRequest};
+use lastword_core::{BulkOptions, BulkPreview};
 use leptos::prelude::*;
 
 /// What the panel re-queues.
@@ -19,97 +19,82 @@ pub enum BulkScope {
     Tasks(Vec<i64>),
 }
 
-/// The panel; `open` is cleared by Cancel, and `done` runs after an applied re-queue.
-#[component]
-pub fn BulkRequeuePanel(scope: BulkScope, open: RwSignal<bool>, done: Callback<String>) -> impl IntoView {
-    let fence = RwSignal::new(false);
-    let include_deterministic = RwSignal::new(false);
-    let reason = RwSignal::new(String::new());
-    let unsafe_ack = RwSignal::new(false);
-    let request_id = StoredValue::new(new_request_id(ActionKind::Requeue));
-    let message = RwSignal::new(None::<(bool, String)>);
-    let (query, task_ids) = match scope.clone() {
-        BulkScope::Filter(q) => (Some(q), None),
-        BulkScope::Tasks(ids) => (None, Some(ids)),
-    };
-    let preview = {
-        let (query, task_ids) = (query.clone(), task_ids.clone());
-        Resource::new(
-            move || BulkOptions { fence: fence.get(), include_deterministic: include_deterministic.get() },
-            move |options| requeue_preview(query.clone(), task_ids.clone(), options),
-        )
-    };
-    let apply = Action::new(move |confirmed: &Confirmed| {
-        let request = BulkRequeueRequest {
-            reason: confirmed.reason.clone(),
-            expected_count: Some(confirmed.count),
-            preview_token: Some(confirmed.token.clone()),
-            acknowledge_unsafe: confirmed.unsafe_ack,
-            fence: confirmed.fence,
-            include_deterministic: confirmed.include_deterministic,
-            task_ids: task_ids.clone(),
-            request_id: Some(request_id.get_value()),
-        };
-        bulk_requeue(query.clone(), request)
-    });
-    Effect::new(move |_| {
-        if let Some(answer) = apply.value().get() {
-            match answer {
-                Ok(BulkOutcome::Applied { actions }) | Ok(BulkOutcome::Replayed { actions }) => {
-                    let ids: Vec<String> = actions.iter().map(|a| format!("#{}", a.task_id)).collect();
-                    done.run(format!("Re-queued {}: {}.", count_tasks(actions.len() as i64), ids.join(", ")));
-                    open.set(false);
-                }
-                Ok(BulkOutcome::Refused { message: m, .. }) => {
-                    // A new preview, a new confirmation, a new request id.
-                    request_id.set_value(new_request_id(ActionKind::Requeue));
-                    message.set(Some((false, m)));
-                    preview.refetch();
-                }
-                Err(e) => message.set(Some((false, format!("Could not re-queue: {e}")))),
-            }
+impl BulkScope {
+    /// The panel's title: "Re-queue …".
+    pub fn describe(&self) -> String {
+        match self {
+            BulkScope::Filter(_) => "every task with a failure matching the current filter".to_string(),
+            BulkScope::Tasks(ids) => format!("the {} selected tasks", ids.len()),
         }
-    });
-    let what = match &scope {
-        BulkScope::Filter(_) => "every task with a failure matching the current filter".to_string(),
-        BulkScope::Tasks(ids) => format!("the {} selected tasks", ids.len()),
-    };
+    }
+}
 
-    view! {
-        <section class="confirm bulk" data-testid="bulk-panel" aria-label="Bulk re-queue">
-            <h3>{format!("Re-queue {what}")}</h3>
-            {move || message.get().map(|(_, m)| view! { <p class="banner banner-error" role="alert" data-testid="bulk-refused">{m}</p> })}
-            <Suspense fallback=|| view! { <p class="muted">"Counting…"</p> }>
-                {move || preview.get().map(|p| match p {
-                    Err(e) => view! { <p class="banner banner-error" role="alert">{format!("Could not preview: {e}")}</p> }.into_any(),
-                    Ok(p) => view! { <PreviewBody preview=p fence=fence include_deterministic=include_deterministic reason=reason unsafe_ack=unsafe_ack apply=apply open=open /> }.into_any(),
-                })}
-            </Suspense>
-        </section>
+/// The confirmation's state: the choices that change the preview (fence, include the doomed)
+/// and the answers the operator gives to it.
+#[derive(Clone, Copy)]
+pub struct BulkUi {
+    pub fence: RwSignal<bool>,
+    pub include_deterministic: RwSignal<bool>,
+    pub reason: RwSignal<String>,
+    pub unsafe_ack: RwSignal<bool>,
+}
+
+impl BulkUi {
+    pub fn new() -> Self {
+        BulkUi {
+            fence: RwSignal::new(false),
+            include_deterministic: RwSignal::new(false),
+            reason: RwSignal::new(String::new()),
+            unsafe_ack: RwSignal::new(false),
+        }
+    }
+
+    /// The options the preview is computed with (tracked: the preview follows them).
+    pub fn options(&self) -> BulkOptions {
+        BulkOptions { fence: self.fence.get(), include_deterministic: self.include_deterministic.get() }
+    }
+}
+
+impl Default for BulkUi {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 /// What the operator confirmed: the preview they read and their answers to it.
-#[derive(Clone, Debug)]
-struct Confirmed {
-    token: String,
-    count: i64,
-    reason: String,
-    fence: bool,
-    include_deterministic: bool,
-    unsafe_ack: bool,
+#[derive(Clone, Debug, PartialEq)]
+pub struct Confirmed {
+    pub token: String,
+    pub count: i64,
+    pub reason: String,
+    pub fence: bool,
+    pub include_deterministic: bool,
+    pub unsafe_ack: bool,
 }
 
+/// The panel's frame: what it re-queues, the last refusal, and the preview (`children`).
 #[component]
-fn PreviewBody(
+pub fn BulkPanel(scope: BulkScope, refusal: Signal<Option<String>>, children: Children) -> impl IntoView {
+    view! {
+        <section class="confirm bulk" data-testid="bulk-panel" aria-label="Bulk re-queue">
+            <h3>{format!("Re-queue {}", scope.describe())}</h3>
+            {move || refusal.get().map(|m| view! { <p class="banner banner-error" role="alert" data-testid="bulk-refused">{m}</p> })}
+            {children()}
+        </section>
+    }
+}
+
+/// The preview and its confirmation. `apply` sends what the operator confirmed; `pending` is
+/// true while it is on its way; `close` closes the panel.
+#[component]
+pub fn PreviewBody(
     preview: BulkPreview,
-    fence: RwSignal<bool>,
-    include_deterministic: RwSignal<bool>,
-    reason: RwSignal<String>,
-    unsafe_ack: RwSignal<bool>,
-    apply: Action<Confirmed, Result<BulkOutcome, ServerFnError>>,
-    open: RwSignal<bool>,
+    ui: BulkUi,
+    apply: Callback<Confirmed>,
+    pending: Signal<bool>,
+    close: Callback<()>,
 ) -> impl IntoView {
+    let BulkUi { fence, include_deterministic, reason, unsafe_ack } = ui;
     let count = preview.tasks.len() as i64;
     let unsafe_count = preview.unsafe_count;
     let live = preview.live.clone();
@@ -119,7 +104,7 @@ fn PreviewBody(
             <p class="banner banner-error" data-testid="bulk-too-many">
                 {format!("More than {} tasks match: narrow the filter (a time window, a cause, a worker) first.", lastword_core::action::BULK_MAX)}
             </p>
-            <button type="button" class="btn btn-quiet" on:click=move |_| open.set(false)>"Close"</button>
+            <button type="button" class="btn btn-quiet" on:click=move |_| close.run(())>"Close"</button>
         }
         .into_any();
     }
@@ -127,12 +112,12 @@ fn PreviewBody(
         count > 0
             && !reason.get().trim().is_empty()
             && (unsafe_count == 0 || unsafe_ack.get())
-            && !apply.pending().get()
+            && !pending.get()
     };
     let token = preview.token.clone();
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        apply.dispatch(Confirmed {
+        apply.run(Confirmed {
             token: token.clone(),
             count,
             reason: reason.get_untracked(),
@@ -191,7 +176,7 @@ fn PreviewBody(
                 <button type="submit" class="btn btn-danger" data-testid="bulk-confirm" disabled=move || !can_apply()>
                     {format!("Re-queue {}", count_tasks(count))}
                 </button>
-                <button type="button" class="btn btn-quiet" on:click=move |_| open.set(false)>"Cancel"</button>
+                <button type="button" class="btn btn-quiet" on:click=move |_| close.run(())>"Cancel"</button>
             </div>
         </form>
     }

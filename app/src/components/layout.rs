@@ -121,7 +121,7 @@ pub fn Layout(children: Children) -> impl IntoView {
                         </span>
                         // Only a login session can be ended here (tokens, proxies and local
                         // mode have nothing to log out of).
-                        {(p.via == "session").then(|| view! {
+                        {(p.via == lastword_core::SignIn::Session).then(|| view! {
                             <form method="post" action="/auth/logout" class="logout">
                                 <button type="submit" class="btn btn-quiet" data-testid="logout">"Log out"</button>
                             </form>

@@ -103,7 +103,7 @@ pub fn AuditPage() -> impl IntoView {
                                                     a.epoch_seen.map(|e| e.to_string()).unwrap_or_else(|| "—".into()),
                                                     a.epoch_after.map(|e| e.to_string()).unwrap_or_else(|| "—".into())
                                                 )}</td>
-                                                <td>{a.status_seen.clone().unwrap_or_default()}</td>
+                                                <td>{a.status_seen.map(|s| s.as_str())}</td>
                                                 <td data-testid="audit-outcome">{outcome_label(&a)}</td>
                                                 <td class="detail">{a.reason.clone()}</td>
                                                 <td>{a.reference.clone().unwrap_or_default()}</td>

@@ -62,7 +62,7 @@ fn an_operator_requeue_is_explained_with_the_actor() {
     let now = task("queued", None, 6);
     let action = OperatorAction {
         task_id: 42,
-        status_seen: Some("failed".into()),
+        status_seen: Some(TaskStatus::Failed),
         ..crate::fixtures::action(1, "requeue", "alice", 5, t0())
     };
     let msg = explain_change(5, None, &now, Some(&run("w1", 5)), Some(&action));

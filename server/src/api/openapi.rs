@@ -72,10 +72,10 @@ pub struct BulkRefused {
 pub struct Me {
     pub name: String,
     pub role: Role,
-    /// How you were recognised: `local`, `session`, `token` or `proxy`.
-    pub via: String,
-    /// The server's authentication mode: `local`, `users` or `proxy`.
-    pub mode: String,
+    /// How you were recognised.
+    pub via: lastword_core::SignIn,
+    /// The server's authentication mode.
+    pub mode: crate::auth::Mode,
 }
 
 /// The error answers any API route can give.

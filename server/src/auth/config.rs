@@ -6,30 +6,19 @@ use crate::auth::cross_origin::PublicOrigin;
 use crate::auth::host::AllowedHosts;
 use crate::auth::proxy::{self, ProxyConfig};
 use crate::auth::users::Users;
-use crate::auth::Auth;
+use crate::auth::{Auth, Mode};
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use lastword_store::Db;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-
-/// `--auth`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum AuthMode {
-    /// One local operator, no login (loopback addresses only).
-    Local,
-    /// Users with passwords and API tokens, from --users-file or LASTWORD_USERS.
-    Users,
-    /// An authenticating reverse proxy names the user in a header.
-    Proxy,
-}
 
 #[derive(Clone, Debug, Args)]
 pub struct AuthArgs {
     /// Who may use the dashboard: local (one operator, loopback only), users (login and API
     /// tokens), proxy (an authenticating reverse proxy). See docs/auth.md.
-    #[arg(long = "auth", env = "LASTWORD_AUTH", value_enum, default_value_t = AuthMode::Local)]
-    pub mode: AuthMode,
+    #[arg(long = "auth", env = "LASTWORD_AUTH", value_enum, default_value_t = Mode::Local)]
+    pub mode: Mode,
 
     /// The users TOML file (users mode; in proxy mode its tokens are accepted too).
     #[arg(long, env = "LASTWORD_USERS_FILE")]
@@ -78,7 +67,7 @@ pub struct AuthArgs {
 impl Default for AuthArgs {
     fn default() -> Self {
         AuthArgs {
-            mode: AuthMode::Local,
+            mode: Mode::Local,
             users_file: None,
             users_toml: None,
             cookie_secure: false,
@@ -94,8 +83,8 @@ impl Default for AuthArgs {
 }
 
 /// Local mode has no login, so it may only listen where nobody else can connect.
-pub fn check_local_addr(mode: AuthMode, addr: SocketAddr) -> Result<(), String> {
-    if mode != AuthMode::Local || addr.ip().to_canonical().is_loopback() {
+pub fn check_local_addr(mode: Mode, addr: SocketAddr) -> Result<(), String> {
+    if mode != Mode::Local || addr.ip().to_canonical().is_loopback() {
         return Ok(());
     }
     Err(format!(
@@ -134,8 +123,8 @@ impl AuthArgs {
             .collect::<anyhow::Result<Vec<_>>>()
             .context("--public-origin")?;
         let auth = match self.mode {
-            AuthMode::Local => Auth::local(),
-            AuthMode::Users => {
+            Mode::Local => Auth::local(),
+            Mode::Users => {
                 let users = self.load_users()?.ok_or_else(|| {
                     anyhow::anyhow!(
                         "--auth users needs --users-file PATH or LASTWORD_USERS (see docs/auth.md)"
@@ -143,7 +132,7 @@ impl AuthArgs {
                 })?;
                 Auth::users(users, db).await?
             }
-            AuthMode::Proxy => Auth::proxy(self.proxy_config()?, self.load_users()?),
+            Mode::Proxy => Auth::proxy(self.proxy_config()?, self.load_users()?),
         };
         let allowed_hosts = self.allowed_hosts(addr);
         tracing::info!(hosts = allowed_hosts.describe(), "serving requests for these hosts");
@@ -218,26 +207,26 @@ mod tests {
     #[test]
     fn local_mode_listens_on_loopback_only() {
         let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
-        assert!(check_local_addr(AuthMode::Local, addr("127.0.0.1:3000")).is_ok());
-        assert!(check_local_addr(AuthMode::Local, addr("127.8.9.10:3000")).is_ok());
-        assert!(check_local_addr(AuthMode::Local, addr("[::1]:3000")).is_ok());
-        assert!(check_local_addr(AuthMode::Local, addr("[::ffff:127.0.0.1]:3000")).is_ok());
-        let refused = check_local_addr(AuthMode::Local, addr("0.0.0.0:3000")).unwrap_err();
+        assert!(check_local_addr(Mode::Local, addr("127.0.0.1:3000")).is_ok());
+        assert!(check_local_addr(Mode::Local, addr("127.8.9.10:3000")).is_ok());
+        assert!(check_local_addr(Mode::Local, addr("[::1]:3000")).is_ok());
+        assert!(check_local_addr(Mode::Local, addr("[::ffff:127.0.0.1]:3000")).is_ok());
+        let refused = check_local_addr(Mode::Local, addr("0.0.0.0:3000")).unwrap_err();
         assert!(refused.contains("0.0.0.0:3000"), "{refused}");
         assert!(refused.contains("--auth users") && refused.contains("--auth proxy"), "{refused}");
-        assert!(check_local_addr(AuthMode::Local, addr("[::]:3000")).is_err());
-        assert!(check_local_addr(AuthMode::Local, addr("192.168.1.5:3000")).is_err());
-        assert!(check_local_addr(AuthMode::Users, addr("0.0.0.0:3000")).is_ok());
-        assert!(check_local_addr(AuthMode::Proxy, addr("0.0.0.0:3000")).is_ok());
+        assert!(check_local_addr(Mode::Local, addr("[::]:3000")).is_err());
+        assert!(check_local_addr(Mode::Local, addr("192.168.1.5:3000")).is_err());
+        assert!(check_local_addr(Mode::Users, addr("0.0.0.0:3000")).is_ok());
+        assert!(check_local_addr(Mode::Proxy, addr("0.0.0.0:3000")).is_ok());
     }
 
     #[test]
     fn proxy_mode_needs_trusted_proxies_and_users_mode_needs_users() {
-        let args = AuthArgs { mode: AuthMode::Proxy, ..AuthArgs::default() };
+        let args = AuthArgs { mode: Mode::Proxy, ..AuthArgs::default() };
         let err = args.proxy_config().unwrap_err().to_string();
         assert!(err.contains("--trusted-proxies"), "{err}");
         let args = AuthArgs {
-            mode: AuthMode::Proxy,
+            mode: Mode::Proxy,
             trusted_proxies: Some("10.0.0.0/8".into()),
             proxy_operator_groups: Some("sre".into()),
             ..AuthArgs::default()

@@ -67,7 +67,7 @@ pub async fn login(
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let (Mode::Users, Some(Extension(session))) = (&state.auth.mode, session) else {
+    let (Mode::Users, Some(Extension(session))) = (state.auth.mode, session) else {
         // Local and proxy modes have nobody to sign in.
         return Redirect::to(safe_next(&form.next)).into_response();
     };
@@ -139,7 +139,7 @@ pub async fn me(
     principal: Option<Extension<Principal>>,
 ) -> Result<Json<Me>, AuthError> {
     let Extension(p) = principal.ok_or(AuthError::Unauthenticated)?;
-    Ok(Json(Me { name: p.name, role: p.role, via: p.via, mode: state.auth.mode_name().to_string() }))
+    Ok(Json(Me { name: p.name, role: p.role, via: p.via, mode: state.auth.mode }))
 }
 
 #[cfg(test)]

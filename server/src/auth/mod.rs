@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Json;
 use cross_origin::PublicOrigin;
 use host::AllowedHosts;
-use lastword_core::{Principal, Role};
+use lastword_core::{Principal, Role, SignIn};
 use lastword_store::Db;
 use proxy::ProxyConfig;
 use session::SessionBackend;
@@ -35,21 +35,36 @@ use std::sync::Arc;
 use throttle::{LoginLimits, LoginThrottle};
 use users::Users;
 
-/// How principals are recognised (`lastword serve --auth`).
-#[derive(Clone, Debug)]
+/// How principals are recognised: `lastword serve --auth`, and the `mode` of `GET /api/v1/me`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// One local operator, no login; loopback addresses only.
+    /// One local operator, no login (loopback addresses only).
     Local,
-    /// Users with passwords (login sessions) and API tokens.
+    /// Users with passwords and API tokens, from --users-file or LASTWORD_USERS.
     Users,
-    /// An authenticating reverse proxy names the user.
-    Proxy(ProxyConfig),
+    /// An authenticating reverse proxy names the user in a header.
+    Proxy,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Local => "local",
+            Mode::Users => "users",
+            Mode::Proxy => "proxy",
+        }
+    }
 }
 
 /// The authentication set-up of a server, built once at start-up.
 #[derive(Clone, Debug)]
 pub struct Auth {
     pub mode: Mode,
+    /// The trusted proxy and its headers: set in proxy mode, and only there.
+    pub proxy: Option<ProxyConfig>,
     /// Password users and API tokens: required in users mode, optional (tokens only) in
     /// proxy mode.
     pub users: Option<Users>,
@@ -72,6 +87,7 @@ impl Auth {
     pub fn local() -> Auth {
         Auth {
             mode: Mode::Local,
+            proxy: None,
             users: None,
             sessions: None,
             cookie_secure: false,
@@ -90,7 +106,7 @@ impl Auth {
 
     /// Proxy mode; `tokens` also lets scripts in with `Authorization: Bearer`.
     pub fn proxy(proxy: ProxyConfig, tokens: Option<Users>) -> Auth {
-        Auth { mode: Mode::Proxy(proxy), users: tokens, ..Auth::local() }
+        Auth { mode: Mode::Proxy, proxy: Some(proxy), users: tokens, ..Auth::local() }
     }
 
     pub fn with_cookie_secure(mut self, secure: bool) -> Auth {
@@ -118,21 +134,15 @@ impl Auth {
         self
     }
 
-    /// `local`, `users` or `proxy`.
-    pub fn mode_name(&self) -> &'static str {
-        match self.mode {
-            Mode::Local => "local",
-            Mode::Users => "users",
-            Mode::Proxy(_) => "proxy",
-        }
-    }
-
     /// One line for the start-up log.
     pub fn describe(&self) -> String {
-        match &self.mode {
-            Mode::Local => "local (loopback only)".to_string(),
-            Mode::Users => format!("users ({})", self.users.as_ref().map(Users::summary).unwrap_or_default()),
-            Mode::Proxy(p) => {
+        match (self.mode, &self.proxy) {
+            (Mode::Local, _) => "local (loopback only)".to_string(),
+            (Mode::Users, _) => {
+                format!("users ({})", self.users.as_ref().map(Users::summary).unwrap_or_default())
+            }
+            (Mode::Proxy, None) => "proxy (no proxy configured: nobody is let in)".to_string(),
+            (Mode::Proxy, Some(p)) => {
                 let mut s = format!("proxy, trusting {} from {}", p.user_header, p.trusted_summary());
                 if let Some(users) = &self.users {
                     s.push_str(&format!("; bearer tokens: {}", users.token_count()));
@@ -145,7 +155,7 @@ impl Auth {
 
 /// The principal of local mode.
 pub fn local_principal() -> Principal {
-    Principal { name: "local".to_string(), role: Role::Operator, via: "local".to_string() }
+    Principal { name: "local".to_string(), role: Role::Operator, via: SignIn::Local }
 }
 
 /// Why a request was turned away. Answers JSON like every API error.
@@ -294,16 +304,13 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
     // A trusted proxy's user comes first: proxies often pass an `Authorization` header of
     // their own (an ID token) upstream, which must neither override the user they name nor be
     // refused as an unknown bearer token.
-    let proxy_user = match &auth.mode {
-        Mode::Proxy(proxy) => {
-            let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-            proxy.principal(peer, req.headers())
-        }
-        _ => None,
-    };
-    let principal = match &auth.mode {
+    let proxy_user = auth.proxy.as_ref().and_then(|proxy| {
+        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        proxy.principal(peer, req.headers())
+    });
+    let principal = match auth.mode {
         Mode::Local => Some(local_principal()),
-        Mode::Proxy(_) if proxy_user.is_some() => proxy_user,
+        Mode::Proxy if proxy_user.is_some() => proxy_user,
         mode => match (bearer_token(req.headers()), &auth.users) {
             // A bearer token decides alone: a bad one is refused even next to a good cookie.
             (Some(token), users) => match users.as_ref().and_then(|u| u.token_principal(token)) {
@@ -325,7 +332,7 @@ pub async fn middleware(State(state): State<AppState>, mut req: Request, next: N
                         Err(SessionUnreadable) => None,
                     }
                 }
-                Mode::Proxy(_) | Mode::Local => None,
+                Mode::Proxy | Mode::Local => None,
             },
         },
     };
@@ -415,7 +422,7 @@ mod tests {
 
     #[test]
     fn viewers_may_not_act() {
-        let p = |role| Principal { name: "vera".into(), role, via: "token".into() };
+        let p = |role| Principal { name: "vera".into(), role, via: SignIn::Token };
         assert_eq!(require_operator(None), Err(AuthError::Unauthenticated));
         assert_eq!(require_operator(Some(&p(Role::Viewer))), Err(AuthError::Forbidden("vera".into())));
         assert_eq!(require_operator(Some(&p(Role::Operator))), Ok(p(Role::Operator)));

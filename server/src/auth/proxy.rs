@@ -4,7 +4,7 @@
 
 use http::{HeaderMap, HeaderName};
 use ipnet::IpNet;
-use lastword_core::{Principal, Role};
+use lastword_core::{Principal, Role, SignIn};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
@@ -59,7 +59,7 @@ impl ProxyConfig {
         };
         let role =
             if self.operators.contains(name) || in_operator_group() { Role::Operator } else { Role::Viewer };
-        Some(Principal { name: name.to_string(), role, via: "proxy".to_string() })
+        Some(Principal { name: name.to_string(), role, via: SignIn::Proxy })
     }
 
     /// "10.0.0.0/8, 192.168.1.7/32", for the start-up log.
@@ -148,7 +148,7 @@ mod tests {
         let mut groups_twice = headers("carol", "devs");
         groups_twice.append("x-forwarded-groups", "oncall".parse().unwrap());
         assert_eq!(config.principal(ip("10.1.2.3"), &groups_twice).map(|p| p.role), Some(Role::Viewer));
-        assert_eq!(config.principal(ip("10.1.2.3"), &headers("alice", "")).unwrap().via, "proxy");
+        assert_eq!(config.principal(ip("10.1.2.3"), &headers("alice", "")).unwrap().via, SignIn::Proxy);
     }
 
     #[test]

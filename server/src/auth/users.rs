@@ -11,7 +11,7 @@
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
-use lastword_core::{Principal, Role};
+use lastword_core::{Principal, Role, SignIn};
 use rand::rngs::OsRng;
 use rand::RngCore;
 use serde::Deserialize;
@@ -144,7 +144,7 @@ impl Users {
     /// from the file loses access at their next request).
     pub fn session_principal(&self, name: &str) -> Option<Principal> {
         let user = self.users.get(name)?;
-        Some(Principal { name: name.to_string(), role: user.role, via: "session".to_string() })
+        Some(Principal { name: name.to_string(), role: user.role, via: SignIn::Session })
     }
 
     /// Checks a password. Slow on purpose (argon2), and as slow for an unknown name as for a
@@ -160,7 +160,7 @@ impl Users {
             .unwrap_or(false);
         match (ok, user) {
             (true, Some(user)) => {
-                Some(Principal { name: name.to_string(), role: user.role, via: "session".to_string() })
+                Some(Principal { name: name.to_string(), role: user.role, via: SignIn::Session })
             }
             _ => None,
         }
@@ -173,7 +173,7 @@ impl Users {
         let mut found = None;
         for t in &self.tokens {
             if constant_time_eq(&presented, &t.sha256) && found.is_none() {
-                found = Some(Principal { name: t.name.clone(), role: t.role, via: "token".to_string() });
+                found = Some(Principal { name: t.name.clone(), role: t.role, via: SignIn::Token });
             }
         }
         found
@@ -261,14 +261,11 @@ mod tests {
         let users = Users::parse(&file(&hash_password("s3cret"), &sha)).unwrap();
         assert_eq!(users.summary(), "1 user, 1 token");
         let alice = users.verify_password("alice", "s3cret").unwrap();
-        assert_eq!(
-            (alice.name.as_str(), alice.role, alice.via.as_str()),
-            ("alice", Role::Operator, "session")
-        );
+        assert_eq!((alice.name.as_str(), alice.role, alice.via), ("alice", Role::Operator, SignIn::Session));
         assert!(users.verify_password("alice", "wrong").is_none());
         assert!(users.verify_password("mallory", "s3cret").is_none());
         let bot = users.token_principal(&token).unwrap();
-        assert_eq!((bot.name.as_str(), bot.role, bot.via.as_str()), ("bot", Role::Viewer, "token"));
+        assert_eq!((bot.name.as_str(), bot.role, bot.via), ("bot", Role::Viewer, SignIn::Token));
         assert!(users.token_principal("lw_0000").is_none());
         assert!(users.token_principal(&sha).is_none(), "the hash itself is not a token");
         assert!(users.session_principal("alice").is_some());

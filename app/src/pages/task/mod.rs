@@ -2,9 +2,10 @@
 //! claimed it when, where a lease lapsed, who re-claimed it, where a late final write was
 //! rejected, when two workers both ran it, and the effects each run recorded.
 
+use crate::api::actions::act_on_task;
 use crate::api::tasks::get_task;
 use crate::auth::use_can_act;
-use crate::components::actions::{ActionFeedback, ActionUi, TaskActions};
+use crate::components::actions::{ActionFeedback, ActionUi, Feedback, Submission, TaskActions};
 use crate::components::audit_line::AuditLine;
 use crate::components::badges::StateBadge;
 use crate::components::meter::LeaseMeter;
@@ -54,6 +55,20 @@ pub fn TaskPage() -> impl IntoView {
             }
         },
     );
+    // An action's answer: say what happened, close the form, and show the task as it is.
+    let act =
+        Action::new(|(task_id, kind, request): &Submission| act_on_task(*task_id, *kind, request.clone()));
+    leptos::prelude::Effect::new(move |_| {
+        if let Some(answer) = act.value().get() {
+            ui.feedback.set(Some(Feedback::of(&answer)));
+            ui.open.set(None);
+            detail.refetch();
+        }
+    });
+    let submit = Callback::new(move |submission: Submission| {
+        act.dispatch(submission);
+    });
+    let pending = Signal::derive(move || act.pending().get());
     leptos::prelude::Effect::new(move |_| {
         if let Some(Ok(Some(d))) = detail.get() {
             let unfinished = d.runs.iter().filter(|r| r.finished_at.is_none()).map(|r| r.lease_expires_at);
@@ -69,11 +84,10 @@ pub fn TaskPage() -> impl IntoView {
             <ActionFeedback ui=ui />
             <Suspense fallback=|| view! { <p class="muted">"Loading the task…"</p> }>
                 {move || {
-                    let refetch = Callback::new(move |()| detail.refetch());
                     detail
                         .get()
                         .map(|r| match r {
-                            Ok(Some(d)) => view! { <TaskBody detail=d ui=ui refetch=refetch /> }.into_any(),
+                            Ok(Some(d)) => view! { <TaskBody detail=d ui=ui submit=submit pending=pending /> }.into_any(),
                             Ok(None) => view! {
                                 <div class="empty">
                                     <h1>"No such task"</h1>
@@ -90,7 +104,12 @@ pub fn TaskPage() -> impl IntoView {
 }
 
 #[component]
-fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl IntoView {
+fn TaskBody(
+    detail: TaskDetail,
+    ui: ActionUi,
+    submit: Callback<Submission>,
+    pending: Signal<bool>,
+) -> impl IntoView {
     let t = detail.task.clone();
     let prefs = use_time_prefs();
     let can_act = use_can_act();
@@ -122,7 +141,7 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
             </span>
         </header>
         {detail.acknowledgements.iter().map(|a| {
-            let what = a.attention.as_deref().and_then(lastword_core::AttentionKind::parse).map(|k| k.label()).unwrap_or("attention");
+            let what = a.attention.map(|k| k.label()).unwrap_or("attention");
             view! {
                 <p class="banner banner-ack" data-testid="acknowledged">
                     <strong>{format!("⚑ {what}: taken by {}", a.actor)}</strong>" "<Time t=a.created_at />
@@ -130,7 +149,7 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
                 </p>
             }
         }).collect_view()}
-        {detail.attention.iter().filter(|k| !detail.acknowledgements.iter().any(|a| a.attention.as_deref() == Some(k.as_str()))).map(|k| view! {
+        {detail.attention.iter().filter(|k| !detail.acknowledgements.iter().any(|a| a.attention == Some(**k))).map(|k| view! {
             <p class="banner banner-warn" data-testid="unacknowledged">{format!("Needs someone: {} — nobody has taken it yet.", k.label())}</p>
         }).collect_view()}
         {t.compensated_at.map(|at| view! {
@@ -143,7 +162,7 @@ fn TaskBody(detail: TaskDetail, ui: ActionUi, refetch: Callback<()>) -> impl Int
         })}
         {move || can_act.get().then(|| {
             let doomed = retry.get().doomed_by(for_actions.runs.last());
-            view! { <TaskActions detail=for_actions.clone() ui=ui refetch=refetch doomed=doomed /> }
+            view! { <TaskActions detail=for_actions.clone() ui=ui submit=submit pending=pending doomed=doomed /> }
         })}
         <div class="two-col">
             <dl class="facts">

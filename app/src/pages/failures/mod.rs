@@ -2,14 +2,17 @@
 //! worker, kind, source, time and text. The URL holds every filter, so a link pasted into chat
 //! opens the same view; the form works with JavaScript off (a plain GET).
 
+mod bulk;
+
 use crate::api::runs::{list_failures, RunsAnswer};
 use crate::auth::use_can_act;
 use crate::components::badges::{cause_label, StateBadge};
-use crate::components::bulk::{BulkRequeuePanel, BulkScope};
+use crate::components::bulk::BulkScope;
 use crate::components::since::SinceSelect;
 use crate::components::time::{human_duration, Time};
 use crate::components::trace::TraceLink;
 use crate::pages::{error_view, live_version};
+use bulk::BulkRequeue;
 use lastword_core::{Cause, CauseFacets, ReclaimReason, RunListItem, RunPage, RunState, TraceLinks};
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -189,7 +192,7 @@ pub fn FailuresPage() -> impl IntoView {
                     selected.set(Vec::new());
                     answer.refetch();
                 });
-                view! { <BulkRequeuePanel scope=scope open=bulk_open done=done /> }
+                view! { <BulkRequeue scope=scope open=bulk_open done=done /> }
             })}
             <Suspense fallback=|| view! { <p class="muted">"Loading runs…"</p> }>
                 {move || {
@@ -317,7 +320,7 @@ fn RunRow(
                 })}
                 " "
                 <span class="muted">{item.kind}</span>
-                {(item.safety == "unsafe").then(|| view! { <span class="tag tag-unsafe" title="running it twice is not harmless">"unsafe"</span> })}
+                {(item.safety == lastword_core::Safety::Unsafe).then(|| view! { <span class="tag tag-unsafe" title="running it twice is not harmless">"unsafe"</span> })}
             </td>
             <td><a href=format!("/failures?worker={}", lastword_core::query::encode_component(&run.worker))>{run.worker.clone()}</a></td>
             <td class="num">{run.lease_epoch}{run.reclaim_reason.map(|c| view! {
