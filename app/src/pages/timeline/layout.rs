@@ -4,7 +4,9 @@
 //! browser, and the page only turns these shapes into SVG.
 //!
 //! Coordinates are SVG user units of a chart [`Geometry::width`] wide. Time maps to x through
-//! [`Scale`]; lane `i` spans `y = top + i * lane_h .. + lane_h`.
+//! [`Scale`]. Runs of one lane that overlap in time (a worker holding two leases, a kind's
+//! lane) are stacked in tracks, so no bar covers another; a lane is as tall as its tracks
+//! ([`Rows`]), up to [`Geometry::max_tracks`].
 
 use chrono::{DateTime, Duration, Utc};
 use lastword_core::{ReclaimReason, RunState};
@@ -21,10 +23,19 @@ pub struct Geometry {
     pub right_pad: f64,
     /// Height of the time axis row above the lanes.
     pub axis_h: f64,
-    /// Height of one lane.
+    /// Height of a lane of one track.
     pub lane_h: f64,
     /// Vertical inset of a bar inside its lane.
     pub bar_inset: f64,
+    /// Space between two tracks of a lane.
+    pub track_gap: f64,
+    /// At most this many tracks in a lane: beyond, overlapping runs share the track that frees
+    /// up first (a kind's lane of 500 concurrent runs stays readable; failures draw on top).
+    pub max_tracks: usize,
+    /// Baseline of a lane's name below the lane's top.
+    pub label_baseline: f64,
+    /// Baseline of a glyph below its bar's top.
+    pub glyph_baseline: f64,
     /// A run narrower than this is merged into its lane's density strip.
     pub min_bar_px: f64,
     /// Width of one density cell.
@@ -44,6 +55,10 @@ impl Default for Geometry {
             axis_h: 20.0,
             lane_h: 26.0,
             bar_inset: 4.0,
+            track_gap: 2.0,
+            max_tracks: 4,
+            label_baseline: 17.0,
+            glyph_baseline: 13.0,
             min_bar_px: 3.0,
             bin_px: 4.0,
             glyph_char_px: 11.0,
@@ -58,16 +73,104 @@ impl Geometry {
         (self.label_w, self.width - self.right_pad)
     }
 
-    pub fn lane_top(&self, lane: usize) -> f64 {
-        self.axis_h + lane as f64 * self.lane_h
+    /// Height of one bar (one track).
+    pub fn track_h(&self) -> f64 {
+        self.lane_h - 2.0 * self.bar_inset
     }
 
-    pub fn lane_mid(&self, lane: usize) -> f64 {
-        self.lane_top(lane) + self.lane_h / 2.0
+    /// Height of a lane of `tracks` tracks.
+    pub fn lane_height(&self, tracks: usize) -> f64 {
+        let extra = tracks.max(1) - 1;
+        self.lane_h + extra as f64 * (self.track_h() + self.track_gap)
+    }
+}
+
+/// Where each lane sits vertically, from how many tracks each has.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rows {
+    g: Geometry,
+    tracks: Vec<usize>,
+    /// `tops[i]` is lane `i`'s top; one more entry, the bottom of the last lane.
+    tops: Vec<f64>,
+}
+
+impl Default for Rows {
+    fn default() -> Self {
+        Rows::new(&Geometry::default(), Vec::new())
+    }
+}
+
+impl Rows {
+    pub fn new(g: &Geometry, tracks: Vec<usize>) -> Rows {
+        let mut tops = Vec::with_capacity(tracks.len() + 1);
+        let mut y = g.axis_h;
+        tops.push(y);
+        for &t in &tracks {
+            y += g.lane_height(t);
+            tops.push(y);
+        }
+        Rows { g: *g, tracks, tops }
     }
 
-    pub fn height(&self, lanes: usize) -> f64 {
-        self.axis_h + lanes as f64 * self.lane_h + 2.0
+    /// Lanes of one track each.
+    pub fn uniform(g: &Geometry, lanes: usize) -> Rows {
+        Rows::new(g, vec![1; lanes])
+    }
+
+    pub fn lanes(&self) -> usize {
+        self.tracks.len()
+    }
+
+    pub fn tracks(&self, lane: usize) -> usize {
+        self.tracks.get(lane).copied().unwrap_or(1)
+    }
+
+    pub fn top(&self, lane: usize) -> f64 {
+        self.tops[lane.min(self.tops.len() - 1)]
+    }
+
+    pub fn height(&self, lane: usize) -> f64 {
+        self.g.lane_height(self.tracks(lane))
+    }
+
+    /// The box (`y`, `height`) of a bar in `track` of `lane`.
+    pub fn bar(&self, lane: usize, track: usize) -> (f64, f64) {
+        let h = self.g.track_h();
+        (self.top(lane) + self.g.bar_inset + track as f64 * (h + self.g.track_gap), h)
+    }
+
+    /// The box (`y`, `height`) of everything in a lane: its density cells.
+    pub fn band(&self, lane: usize) -> (f64, f64) {
+        (self.top(lane) + self.g.bar_inset, self.height(lane) - 2.0 * self.g.bar_inset)
+    }
+
+    /// The vertical middle of a bar's track (`Some`), or of the lane (a run merged into a cell).
+    pub fn mid(&self, lane: usize, track: Option<usize>) -> f64 {
+        match track {
+            Some(t) => {
+                let (y, h) = self.bar(lane, t);
+                y + h / 2.0
+            }
+            None => self.top(lane) + self.height(lane) / 2.0,
+        }
+    }
+
+    /// The whole drawing's height.
+    pub fn total_height(&self) -> f64 {
+        self.tops.last().copied().unwrap_or(self.g.axis_h) + 2.0
+    }
+
+    /// The lanes to draw marks for: those within the part of the chart on screen, `overscan`
+    /// lanes either side so a scroll shows drawn lanes before the next range arrives. `top` and
+    /// `bottom` are the screen's edges in the chart's user units (negative or past the chart
+    /// when the chart starts or ends on screen).
+    pub fn visible(&self, top: f64, bottom: f64, overscan: usize) -> std::ops::Range<usize> {
+        let lanes = self.lanes();
+        // The lane whose span holds `y` (the first or the last when `y` is outside them).
+        let lane_at = |y: f64| self.tops[1..].partition_point(|&bottom| bottom <= y).min(lanes);
+        let first = lane_at(top).saturating_sub(overscan);
+        let last = (lane_at(bottom) + 1 + overscan).min(lanes);
+        first..last.max(first)
     }
 }
 
@@ -213,6 +316,8 @@ pub fn lanes(spans: &[Span], order: LaneOrder) -> Vec<String> {
 pub struct Bar {
     pub span: Span,
     pub lane: usize,
+    /// Its row inside the lane (0 at the top).
+    pub track: usize,
     pub x0: f64,
     /// The right end at layout time; a running bar keeps growing in the view.
     pub x1: f64,
@@ -237,6 +342,7 @@ pub struct Cell {
 pub struct Glyph {
     pub run: i64,
     pub lane: usize,
+    pub track: usize,
     pub x: f64,
     pub width: f64,
     pub text: String,
@@ -298,6 +404,8 @@ pub struct Tick {
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Layout {
     pub lanes: Vec<String>,
+    /// Where each lane sits, from its tracks.
+    pub rows: Rows,
     pub bars: Vec<Bar>,
     pub cells: Vec<Cell>,
     pub glyphs: Vec<Glyph>,
@@ -334,7 +442,7 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
         let (x0, x1) = (scale.x_clamped(s.claimed_at), scale.x_clamped(end));
         if x1 - x0 >= g.min_bar_px {
             let lapse_x = (s.lease_expires_at < end).then(|| scale.x_clamped(s.lease_expires_at));
-            bars.push(Bar { span: s.clone(), lane, x0, x1, lapse_x });
+            bars.push(Bar { span: s.clone(), lane, track: 0, x0, x1, lapse_x });
         } else {
             // Bins on absolute x, so a run's cell does not depend on its neighbours.
             let bin = (((x0 + x1) / 2.0 - g.label_w) / g.bin_px).floor() as i64;
@@ -346,8 +454,9 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
             cell.2 += usize::from(s.state.is_failure());
         }
     }
-    // A worker may hold two runs at once, and their bars share its lane: failures are drawn
-    // last, so a healthy bar never covers one (stable: otherwise in claim order).
+    let rows = Rows::new(g, pack(&mut bars, lanes.len(), g.max_tracks));
+    // Bars share a track only in a lane past `max_tracks`: failures are drawn last, so a
+    // healthy bar never covers one (stable: otherwise in claim order).
     bars.sort_by_key(|b| b.span.state.is_failure());
     let mut cells: Vec<Cell> = bins
         .into_iter()
@@ -361,8 +470,38 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
         urgency(a.state).cmp(&urgency(b.state)).then(a.lane.cmp(&b.lane)).then(a.x0.total_cmp(&b.x0))
     });
     let glyphs = place_glyphs(&bars, g);
-    let (connectors, stubs) = connect(spans, &lane_of, scale, g);
-    Layout { lanes, bars, cells, glyphs, connectors, stubs }
+    let track_of: HashMap<i64, usize> = bars.iter().map(|b| (b.span.run, b.track)).collect();
+    let y_of = |run: i64, lane: usize| rows.mid(lane, track_of.get(&run).copied());
+    let (connectors, stubs) = connect(spans, &lane_of, scale, y_of);
+    Layout { lanes, rows, bars, cells, glyphs, connectors, stubs }
+}
+
+/// Stacks each lane's bars in tracks so that no two overlap: in start order, a bar takes the
+/// first track free by its start (which uses the fewest tracks), a new one while the lane has
+/// fewer than `max_tracks`, else the track that frees up first. Returns each lane's number of
+/// tracks (at least one).
+fn pack(bars: &mut [Bar], lanes: usize, max_tracks: usize) -> Vec<usize> {
+    /// Room left between two bars of one track, so they read as two.
+    const GAP: f64 = 1.0;
+    let mut order: Vec<usize> = (0..bars.len()).collect();
+    order.sort_by(|&a, &b| bars[a].x0.total_cmp(&bars[b].x0).then(bars[a].span.run.cmp(&bars[b].span.run)));
+    // Per lane: where each of its tracks is free from.
+    let mut free_from: Vec<Vec<f64>> = vec![Vec::new(); lanes];
+    for i in order {
+        let (lane, x0, x1) = (bars[i].lane, bars[i].x0, bars[i].x1);
+        let ends = &mut free_from[lane];
+        let track = match ends.iter().position(|&end| end + GAP <= x0) {
+            Some(t) => t,
+            None if ends.len() < max_tracks.max(1) => {
+                ends.push(f64::NEG_INFINITY);
+                ends.len() - 1
+            }
+            None => (0..ends.len()).min_by(|&a, &b| ends[a].total_cmp(&ends[b])).unwrap_or(0),
+        };
+        ends[track] = ends[track].max(x1);
+        bars[i].track = track;
+    }
+    free_from.iter().map(|t| t.len().max(1)).collect()
 }
 
 /// The glyph a bar would carry, if any: its failure mark, else its re-claim epoch.
@@ -389,10 +528,12 @@ fn place_glyphs(bars: &[Bar], g: &Geometry) -> Vec<Glyph> {
         let width = text.chars().count() as f64 * g.glyph_char_px + 2.0;
         let x = bar.x0 + 1.0;
         let fits_bar = x + width <= bar.x1;
-        let clear =
-            placed.iter().filter(|p| p.lane == bar.lane).all(|p| x + width <= p.x || p.x + p.width <= x);
+        let clear = placed
+            .iter()
+            .filter(|p| p.lane == bar.lane && p.track == bar.track)
+            .all(|p| x + width <= p.x || p.x + p.width <= x);
         if fits_bar && clear {
-            placed.push(Glyph { run: bar.span.run, lane: bar.lane, x, width, text, mark });
+            placed.push(Glyph { run: bar.span.run, lane: bar.lane, track: bar.track, x, width, text, mark });
         }
     }
     placed
@@ -400,12 +541,13 @@ fn place_glyphs(bars: &[Bar], g: &Geometry) -> Vec<Glyph> {
 
 /// A connector for every re-claim (a run with a reason) whose task's previous attempt is drawn
 /// too: from the earlier run's lease lapse (or its finish, if it finished within its lease) to
-/// the later claim. A re-claim whose previous attempt is not drawn gets a [`Stub`].
+/// the later claim, each end at the middle of its run's track (`y_of(run, lane)`). A re-claim
+/// whose previous attempt is not drawn gets a [`Stub`].
 fn connect(
     spans: &[Span],
     lane_of: &HashMap<&str, usize>,
     scale: &Scale,
-    g: &Geometry,
+    y_of: impl Fn(i64, usize) -> f64,
 ) -> (Vec<Connector>, Vec<Stub>) {
     let mut by_task: HashMap<i64, Vec<&Span>> = HashMap::new();
     for s in spans {
@@ -414,7 +556,7 @@ fn connect(
     let (mut connectors, mut stubs) = (Vec::new(), Vec::new());
     for later in spans {
         let Some(reason) = later.reclaim else { continue };
-        let to = (scale.x_clamped(later.claimed_at), g.lane_mid(lane_of[later.lane.as_str()]));
+        let to = (scale.x_clamped(later.claimed_at), y_of(later.run, lane_of[later.lane.as_str()]));
         // The attempt it replaced: the task's run of the next lower epoch (as the rule reads it).
         let earlier = by_task[&later.task]
             .iter()
@@ -429,7 +571,7 @@ fn connect(
                     to_run: later.run,
                     task: later.task,
                     reason,
-                    from: (scale.x_clamped(handed_over), g.lane_mid(lane_of[earlier.lane.as_str()])),
+                    from: (scale.x_clamped(handed_over), y_of(earlier.run, lane_of[earlier.lane.as_str()])),
                     to,
                 });
             }
@@ -439,23 +581,6 @@ fn connect(
     connectors.sort_by_key(|c| c.to_run);
     stubs.sort_by_key(|c| c.to_run);
     (connectors, stubs)
-}
-
-/// The lanes to draw marks for: those within the part of the chart on screen, `overscan`
-/// lanes either side so a scroll shows drawn lanes before the next range arrives. `top` and
-/// `bottom` are the screen's edges in the chart's user units (negative or past the chart when
-/// the chart starts or ends on screen).
-pub fn visible_lanes(
-    g: &Geometry,
-    lanes: usize,
-    top: f64,
-    bottom: f64,
-    overscan: usize,
-) -> std::ops::Range<usize> {
-    let lane_at = |y: f64| ((y - g.axis_h) / g.lane_h).floor().clamp(0.0, lanes as f64) as usize;
-    let first = lane_at(top).saturating_sub(overscan);
-    let last = (lane_at(bottom) + 1 + overscan).min(lanes);
-    first..last.max(first)
 }
 
 /// Steps the axis may use, in seconds.
@@ -596,7 +721,8 @@ mod tests {
 
     #[test]
     fn a_failure_is_drawn_over_a_healthy_run_it_shares_a_lane_and_time_with() {
-        let g = Geometry::default();
+        // A lane at its track limit (one): the three runs share it.
+        let g = Geometry { max_tracks: 1, ..Geometry::default() };
         let sc = scale(0, 300);
         // The failure was claimed first; the healthy run, claimed later, overlaps it.
         let spans = vec![
@@ -611,7 +737,8 @@ mod tests {
 
     #[test]
     fn glyphs_fit_inside_their_bar_and_never_overlap_in_a_lane() {
-        let g = Geometry::default();
+        // One track per lane, so that bars starting together share it and their glyphs collide.
+        let g = Geometry { max_tracks: 1, ..Geometry::default() };
         let sc = scale(0, 300);
         // Two lost leases and a re-claim starting together in one lane: wide bars, colliding
         // glyphs; an empty output in a bar too narrow for its glyph; a re-claim in another lane.
@@ -660,8 +787,10 @@ mod tests {
         let ends: Vec<_> = l.connectors.iter().map(|c| (c.from_run, c.to_run, c.reason)).collect();
         assert_eq!(ends, [(10, 11, DeadWorker), (11, 12, SlowWorker), (13, 14, OperatorRequeue)]);
         let first = &l.connectors[0];
-        assert_eq!(first.from, (sc.x(t(30)), g.lane_mid(0)), "from the lapse of a's lease, in a's lane");
-        assert_eq!(first.to, (sc.x(t(31)), g.lane_mid(1)), "to b's claim, in b's lane");
+        // One track per lane here (no two runs of a lane overlap): each end at its lane's middle.
+        let mid = |lane| Rows::uniform(&g, 3).mid(lane, None);
+        assert_eq!(first.from, (sc.x(t(30)), mid(0)), "from the lapse of a's lease, in a's lane");
+        assert_eq!(first.to, (sc.x(t(31)), mid(1)), "to b's claim, in b's lane");
         let silent = l.bars.iter().find(|b| b.span.run == 10).unwrap();
         assert_eq!(
             (silent.x0, silent.x1),
@@ -674,7 +803,7 @@ mod tests {
         // The re-claim whose earlier attempt is not drawn: a stub into its claim, with its reason.
         assert_eq!(l.stubs.len(), 1);
         assert_eq!((l.stubs[0].to_run, l.stubs[0].reason), (16, SlowWorker));
-        assert_eq!(l.stubs[0].to, (sc.x(t(150)), g.lane_mid(2)));
+        assert_eq!(l.stubs[0].to, (sc.x(t(150)), mid(2)));
         // Without the earlier lane drawn (a filter, a lane limit) a connector becomes a stub.
         let only_b: Vec<Span> = spans.iter().filter(|s| s.lane != "a").cloned().collect();
         let l = layout(&only_b, LaneOrder::ByName, &sc, t(300), &g);
@@ -691,16 +820,90 @@ mod tests {
     #[test]
     fn only_the_lanes_on_screen_and_a_margin_are_drawn() {
         let g = Geometry::default();
+        let rows = Rows::uniform(&g, 200);
         // 200 lanes of 26 units under a 20-unit axis; the screen shows units 0..520 (the top).
-        assert_eq!(visible_lanes(&g, 200, 0.0, 520.0, 5), 0..25);
+        assert_eq!(rows.visible(0.0, 520.0, 5), 0..25);
         // Scrolled to lane 100's top: lanes 100..=119 on screen, 5 either side.
-        let top = g.lane_top(100);
-        assert_eq!(visible_lanes(&g, 200, top, top + 519.0, 5), 95..125);
+        let top = rows.top(100);
+        assert_eq!(top, g.axis_h + 100.0 * g.lane_h);
+        assert_eq!(rows.visible(top, top + 519.0, 5), 95..125);
         // Past the end, and a chart wholly below the screen or above it.
-        assert_eq!(visible_lanes(&g, 200, g.lane_top(195), g.lane_top(195) + 520.0, 5), 190..200);
-        assert_eq!(visible_lanes(&g, 200, -2000.0, -1000.0, 5), 0..6);
-        assert!(visible_lanes(&g, 200, 9000.0, 9520.0, 5).len() <= 6);
-        assert_eq!(visible_lanes(&g, 0, 0.0, 520.0, 5), 0..0);
+        assert_eq!(rows.visible(rows.top(195), rows.top(195) + 520.0, 5), 190..200);
+        assert_eq!(rows.visible(-2000.0, -1000.0, 5), 0..6);
+        assert!(rows.visible(9000.0, 9520.0, 5).len() <= 6);
+        assert_eq!(Rows::uniform(&g, 0).visible(0.0, 520.0, 5), 0..0);
+        // Taller lanes (four tracks each, 86 units) put fewer on one screen.
+        let tall = Rows::new(&g, vec![4; 200]);
+        assert_eq!(tall.height(0), 26.0 + 3.0 * 20.0);
+        assert_eq!(tall.visible(0.0, 520.0, 0), 0..6, "lanes 0..=5 reach unit 520");
+        assert_eq!(tall.visible(tall.top(50) + 1.0, tall.top(50) + 80.0, 0), 50..51);
+        assert_eq!(tall.total_height(), g.axis_h + 200.0 * 86.0 + 2.0);
+    }
+
+    #[test]
+    fn runs_of_a_lane_that_overlap_in_time_are_stacked_in_tracks_and_the_lane_grows() {
+        let g = Geometry::default();
+        let sc = scale(0, 300);
+        // Lane w: 1 and 2 overlap, 3 starts after 1 ends (reuses its track), 4 overlaps all
+        // three. Lane v: one run, one track.
+        let spans = vec![
+            span(1, 1, "w", 1, 0, Some(100), 200, RunState::Acted),
+            span(2, 2, "w", 1, 50, Some(150), 200, RunState::Acted),
+            span(3, 3, "w", 1, 110, Some(180), 200, RunState::LostLease),
+            span(4, 4, "w", 1, 60, Some(170), 200, RunState::Acted),
+            span(5, 5, "v", 1, 0, Some(100), 200, RunState::Acted),
+        ];
+        let l = layout(&spans, LaneOrder::ByName, &sc, t(300), &g);
+        let track = |run| l.bars.iter().find(|b| b.span.run == run).unwrap().track;
+        assert_eq!([track(1), track(2), track(3), track(4)], [0, 1, 0, 2]);
+        let (v, w) = (0, 1);
+        assert_eq!((l.rows.tracks(v), l.rows.tracks(w)), (1, 3));
+        assert_eq!(l.rows.top(w), g.axis_h + g.lane_h, "v above w, one track tall");
+        assert_eq!(l.rows.height(w), g.lane_height(3));
+        // No two bar boxes of the chart intersect.
+        let boxes: Vec<(i64, f64, f64, f64, f64)> = l
+            .bars
+            .iter()
+            .map(|b| {
+                let (y, h) = l.rows.bar(b.lane, b.track);
+                (b.span.run, b.x0, b.x1, y, y + h)
+            })
+            .collect();
+        for (i, a) in boxes.iter().enumerate() {
+            assert!(a.3 >= l.rows.top(if a.0 == 5 { v } else { w }), "{a:?} inside its lane");
+            for b in &boxes[i + 1..] {
+                let overlap = a.1 < b.2 && b.1 < a.2 && a.3 < b.4 && b.3 < a.4;
+                assert!(!overlap, "{a:?} and {b:?} overlap");
+            }
+        }
+        // A connector ends at the middle of its run's track.
+        let spans = vec![
+            span(1, 1, "w", 1, 0, Some(100), 200, RunState::Acted),
+            span(2, 9, "w", 1, 50, None, 70, RunState::Silent),
+            because(ReclaimReason::DeadWorker, span(3, 9, "v", 2, 71, Some(90), 120, RunState::Acted)),
+        ];
+        let l = layout(&spans, LaneOrder::ByName, &sc, t(300), &g);
+        let (y, h) = l.rows.bar(1, 1);
+        assert_eq!(l.connectors[0].from, (sc.x(t(70)), y + h / 2.0));
+    }
+
+    #[test]
+    fn a_lane_stops_growing_at_its_track_limit_and_failures_stay_on_top() {
+        let g = Geometry { max_tracks: 2, ..Geometry::default() };
+        let sc = scale(0, 300);
+        // Three runs at once in one lane with room for two tracks: the third shares the track
+        // that frees up first, and the failure among them is drawn after the healthy ones.
+        let spans = vec![
+            span(1, 1, "w", 1, 0, Some(100), 200, RunState::Acted),
+            span(2, 2, "w", 1, 10, Some(200), 250, RunState::Acted),
+            span(3, 3, "w", 1, 20, Some(90), 250, RunState::Failed),
+        ];
+        let l = layout(&spans, LaneOrder::ByName, &sc, t(300), &g);
+        assert_eq!(l.rows.tracks(0), 2);
+        let track = |run| l.bars.iter().find(|b| b.span.run == run).unwrap().track;
+        assert_eq!([track(1), track(2), track(3)], [0, 1, 0]);
+        let order: Vec<i64> = l.bars.iter().map(|b| b.span.run).collect();
+        assert_eq!(order.last(), Some(&3), "the failure is drawn last: {order:?}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::live::use_live_feed;
 use crate::pages::{error_view, LeaseChecks};
 use chrono::{DateTime, Utc};
 use lastword_core::{ReclaimReason, RunState};
-use layout::{Geometry, LaneBy, LaneOrder, Layout, Scale, Span};
+use layout::{Geometry, LaneBy, LaneOrder, Layout, Rows, Scale, Span};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -436,30 +436,25 @@ struct LaneMarks {
 
 /// Keeps `on_screen` on the lanes the chart shows in the window (with a margin), following
 /// scrolls and resizes, from the moment the page is hydrated (on the server: every lane).
-fn follow_the_screen(
-    chart: NodeRef<leptos::svg::Svg>,
-    on_screen: RwSignal<std::ops::Range<usize>>,
-    g: Geometry,
-    height: f64,
-    lanes: usize,
-) {
+fn follow_the_screen(chart: NodeRef<leptos::svg::Svg>, on_screen: RwSignal<std::ops::Range<usize>>, rows: Rows) {
     #[cfg(not(feature = "hydrate"))]
-    let _ = (chart, on_screen, g, height, lanes);
+    let _ = (chart, on_screen, rows);
     #[cfg(feature = "hydrate")]
     {
         /// Lanes either side of the screen drawn ahead of a scroll.
         const OVERSCAN_LANES: usize = 8;
+        let rows = StoredValue::new(rows);
         let measure = move || {
             let Some(svg) = chart.get_untracked() else { return };
             let rect = svg.get_bounding_client_rect();
             if rect.height() <= 0.0 {
                 return;
             }
-            let units_per_px = height / rect.height();
+            let units_per_px = rows.with_value(Rows::total_height) / rect.height();
             let screen_h = window().inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(800.0);
             let top = -rect.top() * units_per_px;
             let bottom = (screen_h - rect.top()) * units_per_px;
-            let range = layout::visible_lanes(&g, lanes, top, bottom, OVERSCAN_LANES);
+            let range = rows.with_value(|rows| rows.visible(top, bottom, OVERSCAN_LANES));
             if on_screen.get_untracked() != range {
                 on_screen.set(range);
             }
@@ -545,12 +540,14 @@ fn Swimlanes(
         .unzip();
     let hidden_lanes = all_lanes.len() - shown_lanes.len();
     let order = query.order;
-    let Layout { lanes, bars, cells, glyphs, connectors, stubs } =
+    let Layout { lanes, rows, bars, cells, glyphs, connectors, stubs } =
         layout::layout(&spans, order, &scale, server_now, &g);
     let details: HashMap<i64, String> =
         items.iter().zip(&spans).map(|(item, s)| (s.run, describe(item, s.state))).collect();
     let details = StoredValue::new(details);
-    let height = g.height(lanes.len());
+    let height = rows.total_height();
+    // Shared by every lane's drawing closure.
+    let rows = std::sync::Arc::new(rows);
 
     // The clock keeps moving between answers (unless paused, or a fixed stretch is shown):
     // everything drawn in time shifts left as one group. The server's `now` anchors it, so a
@@ -615,8 +612,8 @@ fn Swimlanes(
         .map(|(i, w)| {
             view! {
                 <g class="swimlane" data-lane=w.clone()>
-                    <rect class="lane-bg" x=0 y=g.lane_top(i) width=g.width height=g.lane_h />
-                    <text class="lane-label" x=4 y=g.lane_top(i) + 17.0>{w.clone()}</text>
+                    <rect class="lane-bg" x=0 y=rows.top(i) width=g.width height=rows.height(i) />
+                    <text class="lane-label" x=4 y=rows.top(i) + g.label_baseline>{w.clone()}</text>
                 </g>
             }
         })
@@ -635,7 +632,9 @@ fn Swimlanes(
     }
     let per_lane = StoredValue::new(per_lane);
     let lane_lit_up = lit_up.clone();
+    let rows_for_lanes = rows.clone();
     let draw_lane = move |lane: usize| {
+        let rows = &rows_for_lanes;
         let lit_up = lane_lit_up.clone();
         per_lane.with_value(|marks| {
             let LaneMarks { cells, bars, glyphs } = &marks[lane];
@@ -645,7 +644,7 @@ fn Swimlanes(
                     let (_, label) = state_mark(c.state);
                     view! {
                         <rect class=format!("cell state-{}", c.state.as_str()) data-count=c.count data-failures=c.failures
-                            x=c.x0 y=g.lane_top(c.lane) + g.bar_inset width=c.x1 - c.x0 height=g.lane_h - 2.0 * g.bar_inset>
+                            x=c.x0 y=rows.band(c.lane).0 width=c.x1 - c.x0 height=rows.band(c.lane).1>
                             <title>{format!("{} runs here, {} failed (most urgent: {label}). Zoom in to see them apart.", c.count, c.failures)}</title>
                         </rect>
                     }
@@ -655,8 +654,7 @@ fn Swimlanes(
                 .iter()
                 .map(|b| {
                     let s = &b.span;
-                    let y = g.lane_top(b.lane) + g.bar_inset;
-                    let h = g.lane_h - 2.0 * g.bar_inset;
+                    let (y, h) = rows.bar(b.lane, b.track);
                     let running = s.finished_at.is_none() && s.state == RunState::Running;
                     let bar_x0 = b.x0;
                     let fixed_w = (b.x1 - b.x0).max(g.min_bar_px);
@@ -688,7 +686,7 @@ fn Swimlanes(
             let glyph_marks = glyphs
                 .iter()
                 .map(|gl| view! {
-                    <text class="bar-glyph" data-glyph=gl.mark data-run=gl.run x=gl.x y=g.lane_top(gl.lane) + g.lane_h - 9.0>{gl.text.clone()}</text>
+                    <text class="bar-glyph" data-glyph=gl.mark data-run=gl.run x=gl.x y=rows.bar(gl.lane, gl.track).0 + g.glyph_baseline>{gl.text.clone()}</text>
                 })
                 .collect_view();
             view! { <g class="lane-marks" data-lane-index=lane>{cell_marks}{bar_marks}{glyph_marks}</g> }
@@ -703,7 +701,7 @@ fn Swimlanes(
     // on both sides, so hydration matches.
     let on_screen = RwSignal::new(0..lane_count.min(DEFAULT_LANES));
     let chart = NodeRef::<leptos::svg::Svg>::new();
-    follow_the_screen(chart, on_screen, g, height, lane_count);
+    follow_the_screen(chart, on_screen, (*rows).clone());
     let connector_marks = connectors
         .into_iter()
         .map(|c| view! {
