@@ -46,12 +46,21 @@ pub fn App() -> impl IntoView {
     // One live-update stream for the page; pages read it with `use_live_feed()`.
     provide_live_feed();
     view! {
-        <Title formatter=|page: String| if page.is_empty() { "lastword".to_string() } else { format!("{page} · lastword") } />
+        <Title formatter=|page: String| {
+            if page.is_empty() { "lastword".to_string() } else { format!("{page} · lastword") }
+        } />
         // Async SSR: the server sends each page complete, so it reads the same with JavaScript
         // off (out-of-order streaming would leave fallbacks that only a script can replace).
         <Router>
             <Layout>
-                <Routes fallback=|| view! { <section class="empty"><h1>"Not found"</h1><p>"No page here. "<a href="/">"Back to the overview"</a></p></section> }>
+                <Routes fallback=|| {
+                    view! {
+                        <section class="empty">
+                            <h1>"Not found"</h1>
+                            <p>"No page here. "<a href="/">"Back to the overview"</a></p>
+                        </section>
+                    }
+                }>
                     <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async />
                     <Route path=path!("/failures") view=FailuresPage ssr=SsrMode::Async />
                     <Route path=path!("/tasks/:id") view=TaskPage ssr=SsrMode::Async />

@@ -149,13 +149,21 @@ pub fn LiveBanner() -> impl IntoView {
         <div class="live-banners" aria-live="polite">
             <Show when=move || !feed.db_up.get()>
                 <p class="banner live-banner live-banner-db" role="alert" data-testid="banner-db-down">
-                    <span class="live-banner-icon" aria-hidden="true">"⚠"</span>
+                    <span class="live-banner-icon" aria-hidden="true">
+                        "⚠"
+                    </span>
                     "Database unreachable — showing the last data we had"
                 </p>
             </Show>
             <Show when=move || feed.paused.get()>
-                <p class="banner live-banner live-banner-paused" role="status" data-testid="banner-live-paused">
-                    <span class="live-banner-icon" aria-hidden="true">"⏸"</span>
+                <p
+                    class="banner live-banner live-banner-paused"
+                    role="status"
+                    data-testid="banner-live-paused"
+                >
+                    <span class="live-banner-icon" aria-hidden="true">
+                        "⏸"
+                    </span>
                     "Live updates paused — reconnecting…"
                 </p>
             </Show>

@@ -124,8 +124,12 @@ pub fn new_request_id(kind: ActionKind) -> String {
 #[component]
 pub fn Checkbox(checked: RwSignal<bool>, #[prop(optional)] testid: Option<&'static str>) -> impl IntoView {
     view! {
-        <input type="checkbox" data-testid=testid prop:checked=move || checked.get()
-            on:change=move |ev| checked.set(event_target_checked(&ev)) />
+        <input
+            type="checkbox"
+            data-testid=testid
+            prop:checked=move || checked.get()
+            on:change=move |ev| checked.set(event_target_checked(&ev))
+        />
     }
 }
 
@@ -134,20 +138,26 @@ pub fn Checkbox(checked: RwSignal<bool>, #[prop(optional)] testid: Option<&'stat
 pub fn ActionFeedback(ui: ActionUi) -> impl IntoView {
     move || {
         ui.feedback.get().map(|f| match f {
-            Feedback::Done(m) => {
-                view! { <p class="banner banner-ok" role="status" data-testid="action-result">{m}</p> }
-                    .into_any()
-            }
-            Feedback::Refused(m) => view! {
-                <p class="banner banner-error" role="alert" data-testid="action-refused">
-                    <strong>"Refused: "</strong>{m}" The page now shows the task as it is."
+            Feedback::Done(m) => view! {
+                <p class="banner banner-ok" role="status" data-testid="action-result">
+                    {m}
                 </p>
             }
             .into_any(),
-            Feedback::Error(m) => {
-                view! { <p class="banner banner-error" role="alert" data-testid="action-error">{m}</p> }
-                    .into_any()
+            Feedback::Refused(m) => view! {
+                <p class="banner banner-error" role="alert" data-testid="action-refused">
+                    <strong>"Refused: "</strong>
+                    {m}
+                    " The page now shows the task as it is."
+                </p>
             }
+            .into_any(),
+            Feedback::Error(m) => view! {
+                <p class="banner banner-error" role="alert" data-testid="action-error">
+                    {m}
+                </p>
+            }
+            .into_any(),
         })
     }
 }
@@ -228,31 +238,61 @@ pub fn TaskActions(
                     {
                         let (task, effects, items) = (task.clone(), detail.effects.clone(), items.clone());
                         move || match ui.open.get() {
-                            Some(ActionKind::Requeue) => view! {
-                                <RequeueConfirm task=task.clone() effects=effects.clone() ui=ui needs=needs doomed=doomed />
+                            Some(ActionKind::Requeue) => {
+                                view! {
+                                    <RequeueConfirm
+                                        task=task.clone()
+                                        effects=effects.clone()
+                                        ui=ui
+                                        needs=needs
+                                        doomed=doomed
+                                    />
+                                }
+                                    .into_any()
                             }
-                            .into_any(),
-                            Some(ActionKind::Compensate) => view! { <CompensateConfirm task_id=task_id ui=ui /> }.into_any(),
-                            Some(ActionKind::Uncompensate) => view! {
-                                <h3>{format!("Undo the compensation mark on task #{task_id}")}</h3>
-                                <p>"The task goes back on the needs-attention lists; the original mark stays in the audit trail."</p>
+                            Some(ActionKind::Compensate) => {
+                                view! { <CompensateConfirm task_id=task_id ui=ui /> }.into_any()
                             }
-                            .into_any(),
-                            Some(ActionKind::Acknowledge) => view! { <AcknowledgeConfirm task_id=task_id items=items.clone() ui=ui /> }.into_any(),
+                            Some(ActionKind::Uncompensate) => {
+                                view! {
+                                    <h3>{format!("Undo the compensation mark on task #{task_id}")}</h3>
+                                    <p>
+                                        "The task goes back on the needs-attention lists; the original mark stays in the audit trail."
+                                    </p>
+                                }
+                                    .into_any()
+                            }
+                            Some(ActionKind::Acknowledge) => {
+                                view! { <AcknowledgeConfirm task_id=task_id items=items.clone() ui=ui /> }
+                                    .into_any()
+                            }
                             None => ().into_any(),
                         }
                     }
                     <label class="field">
-                        {move || if ui.open.get() == Some(ActionKind::Acknowledge) {
-                            "Note (required, everyone sees it: what you are doing, e.g. \"investigating — refund team paged\")"
-                        } else {
-                            "Reason (required, goes to the audit trail)"
+                        {move || {
+                            if ui.open.get() == Some(ActionKind::Acknowledge) {
+                                "Note (required, everyone sees it: what you are doing, e.g. \"investigating — refund team paged\")"
+                            } else {
+                                "Reason (required, goes to the audit trail)"
+                            }
                         }}
-                        <textarea data-testid="reason" required=true maxlength=MAX_REASON rows="2" prop:value=move || ui.reason.get()
-                            on:input=move |ev| ui.reason.set(event_target_value(&ev))></textarea>
+                        <textarea
+                            data-testid="reason"
+                            required=true
+                            maxlength=MAX_REASON
+                            rows="2"
+                            prop:value=move || ui.reason.get()
+                            on:input=move |ev| ui.reason.set(event_target_value(&ev))
+                        ></textarea>
                     </label>
                     <div class="action-buttons">
-                        <button type="submit" class="btn btn-danger" data-testid="confirm" disabled=move || !can_submit()>
+                        <button
+                            type="submit"
+                            class="btn btn-danger"
+                            data-testid="confirm"
+                            disabled=move || !can_submit()
+                        >
                             {move || match ui.open.get() {
                                 Some(ActionKind::Requeue) => format!("Re-queue task #{task_id}"),
                                 Some(ActionKind::Compensate) => "Mark compensated".to_string(),
@@ -261,7 +301,14 @@ pub fn TaskActions(
                                 None => String::new(),
                             }}
                         </button>
-                        <button type="button" class="btn btn-quiet" data-testid="cancel" on:click=move |_| ui.open.set(None)>"Cancel"</button>
+                        <button
+                            type="button"
+                            class="btn btn-quiet"
+                            data-testid="cancel"
+                            on:click=move |_| ui.open.set(None)
+                        >
+                            "Cancel"
+                        </button>
                     </div>
                 </form>
             </Show>
@@ -291,23 +338,50 @@ fn ActionButtons(
             >
                 "Re-queue…"
             </button>
-            {compensable.then(|| view! {
-                <button type="button" class="btn" data-testid="compensate-open" on:click=move |_| ui.open(ActionKind::Compensate)>
-                    "Mark compensated…"
-                </button>
-            })}
-            {compensated.then(|| view! {
-                <button type="button" class="btn btn-quiet" data-testid="uncompensate-open" on:click=move |_| ui.open(ActionKind::Uncompensate)>
-                    "Undo compensation…"
-                </button>
-            })}
-            {first_item.is_some().then(|| view! {
-                <button type="button" class="btn" data-testid="acknowledge-open"
-                    title="take it: everyone sees who has it and your note"
-                    on:click=move |_| { ui.open(ActionKind::Acknowledge); ui.attention.set(first_item); }>
-                    "Acknowledge…"
-                </button>
-            })}
+            {compensable
+                .then(|| {
+                    view! {
+                        <button
+                            type="button"
+                            class="btn"
+                            data-testid="compensate-open"
+                            on:click=move |_| ui.open(ActionKind::Compensate)
+                        >
+                            "Mark compensated…"
+                        </button>
+                    }
+                })}
+            {compensated
+                .then(|| {
+                    view! {
+                        <button
+                            type="button"
+                            class="btn btn-quiet"
+                            data-testid="uncompensate-open"
+                            on:click=move |_| ui.open(ActionKind::Uncompensate)
+                        >
+                            "Undo compensation…"
+                        </button>
+                    }
+                })}
+            {first_item
+                .is_some()
+                .then(|| {
+                    view! {
+                        <button
+                            type="button"
+                            class="btn"
+                            data-testid="acknowledge-open"
+                            title="take it: everyone sees who has it and your note"
+                            on:click=move |_| {
+                                ui.open(ActionKind::Acknowledge);
+                                ui.attention.set(first_item);
+                            }
+                        >
+                            "Acknowledge…"
+                        </button>
+                    }
+                })}
         </div>
     }
 }
@@ -330,44 +404,71 @@ fn RequeueConfirm(
         <ul data-testid="requeue-changes">
             {requeue_changes(&task).into_iter().map(|c| view! { <li>{c}</li> }).collect_view()}
         </ul>
-        {needs.fence.then(|| view! {
-            <label class="fence" data-testid="fence-choice">
-                <Checkbox checked=ui.fence testid="fence" />
-                {format!(
-                    " Fence {owner}: it holds a live lease until {expires} (epoch {epoch}). Its heartbeat and final write will be rejected; anything it does after that is a lost-lease completion."
-                )}
-            </label>
-        })}
-        {doomed.map(|cause| view! {
-            <div class="banner banner-warn" data-testid="deterministic-warning">
-                <strong>{format!("The last run failed with {}: a re-run of the same input fails the same way.", cause.as_str())}</strong>
-                <label>
-                    <Checkbox checked=ui.retry_deterministic testid="retry-deterministic" />
-                    " The cause is fixed (smaller input, larger context): re-queue anyway"
-                </label>
-            </div>
-        })}
-        {needs.unsafe_ack.then(|| view! {
-            <div class="banner banner-warn" data-testid="unsafe-warning">
-                <strong>"Unsafe task: its effects may run again."</strong>
-                {if effects.is_empty() {
-                    view! { <p>"No effects recorded so far."</p> }.into_any()
-                } else {
-                    view! {
-                        <p>"Already recorded:"</p>
-                        <ul>
-                            {effects.iter().map(|e| view! {
-                                <li><code>{e.kind.clone()}</code>" key "<code>{e.idempotency_key.clone()}</code>{format!(" under epoch {}", e.lease_epoch)}</li>
-                            }).collect_view()}
-                        </ul>
-                    }.into_any()
-                }}
-                <label>
-                    <Checkbox checked=ui.unsafe_ack testid="unsafe-ack" />
-                    " I understand these effects may run again"
-                </label>
-            </div>
-        })}
+        {needs
+            .fence
+            .then(|| {
+                view! {
+                    <label class="fence" data-testid="fence-choice">
+                        <Checkbox checked=ui.fence testid="fence" />
+                        {format!(
+                            " Fence {owner}: it holds a live lease until {expires} (epoch {epoch}). Its heartbeat and final write will be rejected; anything it does after that is a lost-lease completion.",
+                        )}
+                    </label>
+                }
+            })}
+        {doomed
+            .map(|cause| {
+                view! {
+                    <div class="banner banner-warn" data-testid="deterministic-warning">
+                        <strong>
+                            {format!(
+                                "The last run failed with {}: a re-run of the same input fails the same way.",
+                                cause.as_str(),
+                            )}
+                        </strong>
+                        <label>
+                            <Checkbox checked=ui.retry_deterministic testid="retry-deterministic" />
+                            " The cause is fixed (smaller input, larger context): re-queue anyway"
+                        </label>
+                    </div>
+                }
+            })}
+        {needs
+            .unsafe_ack
+            .then(|| {
+                view! {
+                    <div class="banner banner-warn" data-testid="unsafe-warning">
+                        <strong>"Unsafe task: its effects may run again."</strong>
+                        {if effects.is_empty() {
+                            view! { <p>"No effects recorded so far."</p> }.into_any()
+                        } else {
+                            view! {
+                                <p>"Already recorded:"</p>
+                                <ul>
+                                    {effects
+                                        .iter()
+                                        .map(|e| {
+                                            view! {
+                                                <li>
+                                                    <code>{e.kind.clone()}</code>
+                                                    " key "
+                                                    <code>{e.idempotency_key.clone()}</code>
+                                                    {format!(" under epoch {}", e.lease_epoch)}
+                                                </li>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </ul>
+                            }
+                                .into_any()
+                        }}
+                        <label>
+                            <Checkbox checked=ui.unsafe_ack testid="unsafe-ack" />
+                            " I understand these effects may run again"
+                        </label>
+                    </div>
+                }
+            })}
     }
 }
 
@@ -376,11 +477,18 @@ fn RequeueConfirm(
 fn CompensateConfirm(task_id: i64, ui: ActionUi) -> impl IntoView {
     view! {
         <h3>{format!("Mark task #{task_id} compensated")}</h3>
-        <p>"Records that the duplicate effect was compensated: the task leaves the needs-attention lists and shows who did it, when and why."</p>
+        <p>
+            "Records that the duplicate effect was compensated: the task leaves the needs-attention lists and shows who did it, when and why."
+        </p>
         <label class="field">
             "Reference (ticket, refund id) — optional"
-            <input type="text" data-testid="reference" maxlength=MAX_REFERENCE prop:value=move || ui.reference.get()
-                on:input=move |ev| ui.reference.set(event_target_value(&ev)) />
+            <input
+                type="text"
+                data-testid="reference"
+                maxlength=MAX_REFERENCE
+                prop:value=move || ui.reference.get()
+                on:input=move |ev| ui.reference.set(event_target_value(&ev))
+            />
         </label>
     }
 }
@@ -390,17 +498,28 @@ fn CompensateConfirm(task_id: i64, ui: ActionUi) -> impl IntoView {
 fn AcknowledgeConfirm(task_id: i64, items: Vec<AttentionKind>, ui: ActionUi) -> impl IntoView {
     view! {
         <h3>{format!("Acknowledge task #{task_id}")}</h3>
-        <p>"Says you have it: everyone sees who took it, when, and your note (below). Nothing on the task changes."</p>
+        <p>
+            "Says you have it: everyone sees who took it, when, and your note (below). Nothing on the task changes."
+        </p>
         <fieldset class="field" data-testid="attention-choice">
             <legend>"Item"</legend>
-            {items.into_iter().map(|k| view! {
-                <label>
-                    <input type="radio" name="attention" value=k.as_str()
-                        prop:checked=move || ui.attention.get() == Some(k)
-                        on:change=move |_| ui.attention.set(Some(k)) />
-                    {format!(" {}", k.label())}
-                </label>
-            }).collect_view()}
+            {items
+                .into_iter()
+                .map(|k| {
+                    view! {
+                        <label>
+                            <input
+                                type="radio"
+                                name="attention"
+                                value=k.as_str()
+                                prop:checked=move || ui.attention.get() == Some(k)
+                                on:change=move |_| ui.attention.set(Some(k))
+                            />
+                            {format!(" {}", k.label())}
+                        </label>
+                    }
+                })
+                .collect_view()}
         </fieldset>
     }
 }

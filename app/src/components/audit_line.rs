@@ -20,15 +20,48 @@ pub fn AuditLine(action: OperatorAction) -> impl IntoView {
         if refused.is_some() { format!("tried to {}", kind_verb(a.action)) } else { label.to_string() };
     let is_refused = refused.is_some();
     view! {
-        <span class="audit-line" class:audit-refused=is_refused data-action=a.action.as_str() data-outcome=a.outcome.clone()>
-            <Time t=a.created_at />" "
-            <strong>{a.actor.clone()}</strong>" "{verb}" "
+        <span
+            class="audit-line"
+            class:audit-refused=is_refused
+            data-action=a.action.as_str()
+            data-outcome=a.outcome.clone()
+        >
+            <Time t=a.created_at />
+            " "
+            <strong>{a.actor.clone()}</strong>
+            " "
+            {verb}
+            " "
             <a href=format!("/tasks/{}", a.task_id)>{format!("task #{}", a.task_id)}</a>
             {(!epochs.is_empty()).then(|| format!(" ({epochs})"))}
-            {refused.map(|code| view! { " — "<span class="tag tag-refused">{format!("refused: {code}")}</span> })}
-            ": "<q>{a.reason.clone()}</q>
-            {a.reference.clone().map(|r| view! { " "<span class="tag">{format!("ref {r}")}</span> })}
-            {a.attention.map(|k| view! { " "<span class="tag" data-testid="audit-attention">{k.as_str()}</span> })}
+            {refused
+                .map(|code| {
+                    view! {
+                        " — "
+                        <span class="tag tag-refused">{format!("refused: {code}")}</span>
+                    }
+                })}
+            ": "
+            <q>{a.reason.clone()}</q>
+            {a
+                .reference
+                .clone()
+                .map(|r| {
+                    view! {
+                        " "
+                        <span class="tag">{format!("ref {r}")}</span>
+                    }
+                })}
+            {a
+                .attention
+                .map(|k| {
+                    view! {
+                        " "
+                        <span class="tag" data-testid="audit-attention">
+                            {k.as_str()}
+                        </span>
+                    }
+                })}
         </span>
     }
 }

@@ -41,7 +41,9 @@ pub fn StateBadge(state: RunState, #[prop(optional_no_strip)] cause: Option<Caus
     };
     view! {
         <span class=format!("badge state-{}", state.as_str()) data-state=state.as_str()>
-            <span class="glyph" aria-hidden="true">{glyph}</span>
+            <span class="glyph" aria-hidden="true">
+                {glyph}
+            </span>
             {text}
         </span>
     }

@@ -78,7 +78,17 @@ pub fn BulkPanel(scope: BulkScope, refusal: Signal<Option<String>>, children: Ch
     view! {
         <section class="confirm bulk" data-testid="bulk-panel" aria-label="Bulk re-queue">
             <h3>{format!("Re-queue {}", scope.describe())}</h3>
-            {move || refusal.get().map(|m| view! { <p class="banner banner-error" role="alert" data-testid="bulk-refused">{m}</p> })}
+            {move || {
+                refusal
+                    .get()
+                    .map(|m| {
+                        view! {
+                            <p class="banner banner-error" role="alert" data-testid="bulk-refused">
+                                {m}
+                            </p>
+                        }
+                    })
+            }}
             {children()}
         </section>
     }
@@ -102,9 +112,14 @@ pub fn PreviewBody(
     if preview.too_many {
         return view! {
             <p class="banner banner-error" data-testid="bulk-too-many">
-                {format!("More than {} tasks match: narrow the filter (a time window, a cause, a worker) first.", lastword_core::action::BULK_MAX)}
+                {format!(
+                    "More than {} tasks match: narrow the filter (a time window, a cause, a worker) first.",
+                    lastword_core::action::BULK_MAX,
+                )}
             </p>
-            <button type="button" class="btn btn-quiet" on:click=move |_| close.run(())>"Close"</button>
+            <button type="button" class="btn btn-quiet" on:click=move |_| close.run(())>
+                "Close"
+            </button>
         }
         .into_any();
     }
@@ -128,55 +143,115 @@ pub fn PreviewBody(
     };
     view! {
         <form on:submit=submit>
-            <p class="preview-count" data-testid="bulk-count">{format!("This will re-queue {}.", count_tasks(count))}</p>
+            <p class="preview-count" data-testid="bulk-count">
+                {format!("This will re-queue {}.", count_tasks(count))}
+            </p>
             <ul class="muted">
-                <li>"Each: status → queued, owner cleared, lease epoch + 1 (fencing any earlier holder), attempts → 0."</li>
-                {(preview.skipped_completed > 0).then(|| view! { <li>{format!("Skipped: {} completed since their failure (select them, or use the task page, to run them again).", preview.skipped_completed)}</li> })}
-                {(preview.rerun_completed > 0).then(|| view! { <li data-testid="bulk-rerun"><strong>{format!("{} of them completed since their failure and will run again.", preview.rerun_completed)}</strong></li> })}
-                {(preview.skipped_queued > 0).then(|| view! { <li>{format!("Skipped: {} already queued.", preview.skipped_queued)}</li> })}
+                <li>
+                    "Each: status → queued, owner cleared, lease epoch + 1 (fencing any earlier holder), attempts → 0."
+                </li>
+                {(preview.skipped_completed > 0)
+                    .then(|| {
+                        view! {
+                            <li>
+                                {format!(
+                                    "Skipped: {} completed since their failure (select them, or use the task page, to run them again).",
+                                    preview.skipped_completed,
+                                )}
+                            </li>
+                        }
+                    })}
+                {(preview.rerun_completed > 0)
+                    .then(|| {
+                        view! {
+                            <li data-testid="bulk-rerun">
+                                <strong>
+                                    {format!(
+                                        "{} of them completed since their failure and will run again.",
+                                        preview.rerun_completed,
+                                    )}
+                                </strong>
+                            </li>
+                        }
+                    })}
+                {(preview.skipped_queued > 0)
+                    .then(|| {
+                        view! { <li>{format!("Skipped: {} already queued.", preview.skipped_queued)}</li> }
+                    })}
             </ul>
-            {(!live.is_empty()).then(|| {
-                let holders: Vec<String> = live.iter().map(|t| format!("#{} ({})", t.id, t.owner.clone().unwrap_or_default())).collect();
-                view! {
-                    <label class="fence" data-testid="bulk-fence">
-                        <Checkbox checked=fence />
-                        {format!(" Also fence {} tasks held by a live lease: {}", holders.len(), holders.join(", "))}
-                    </label>
-                }
-            })}
-            {(!deterministic.is_empty()).then(|| {
-                let doomed: Vec<String> = deterministic.iter().map(|t| {
-                    format!("#{} ({})", t.id, t.last_failure.map(|c| c.as_str()).unwrap_or("?"))
-                }).collect();
-                view! {
-                    <label class="fence" data-testid="bulk-deterministic">
-                        <Checkbox checked=include_deterministic testid="bulk-include-deterministic" />
-                        {format!(
-                            " Also re-queue {} whose last run failed with a cause a re-run does not fix (the cause is fixed): {}",
-                            count_tasks(doomed.len() as i64), doomed.join(", ")
-                        )}
-                    </label>
-                }
-            })}
-            {(unsafe_count > 0).then(|| view! {
-                <div class="banner banner-warn" data-testid="bulk-unsafe">
-                    <strong>{format!("{unsafe_count} of them are unsafe: their effects may run again.")}</strong>
-                    <label>
-                        <Checkbox checked=unsafe_ack testid="bulk-unsafe-ack" />
-                        " I understand"
-                    </label>
-                </div>
-            })}
+            {(!live.is_empty())
+                .then(|| {
+                    let holders: Vec<String> = live
+                        .iter()
+                        .map(|t| format!("#{} ({})", t.id, t.owner.clone().unwrap_or_default()))
+                        .collect();
+                    view! {
+                        <label class="fence" data-testid="bulk-fence">
+                            <Checkbox checked=fence />
+                            {format!(
+                                " Also fence {} tasks held by a live lease: {}",
+                                holders.len(),
+                                holders.join(", "),
+                            )}
+                        </label>
+                    }
+                })}
+            {(!deterministic.is_empty())
+                .then(|| {
+                    let doomed: Vec<String> = deterministic
+                        .iter()
+                        .map(|t| {
+                            format!("#{} ({})", t.id, t.last_failure.map(|c| c.as_str()).unwrap_or("?"))
+                        })
+                        .collect();
+                    view! {
+                        <label class="fence" data-testid="bulk-deterministic">
+                            <Checkbox checked=include_deterministic testid="bulk-include-deterministic" />
+                            {format!(
+                                " Also re-queue {} whose last run failed with a cause a re-run does not fix (the cause is fixed): {}",
+                                count_tasks(doomed.len() as i64),
+                                doomed.join(", "),
+                            )}
+                        </label>
+                    }
+                })}
+            {(unsafe_count > 0)
+                .then(|| {
+                    view! {
+                        <div class="banner banner-warn" data-testid="bulk-unsafe">
+                            <strong>
+                                {format!("{unsafe_count} of them are unsafe: their effects may run again.")}
+                            </strong>
+                            <label>
+                                <Checkbox checked=unsafe_ack testid="bulk-unsafe-ack" />
+                                " I understand"
+                            </label>
+                        </div>
+                    }
+                })}
             <label class="field">
                 "Reason (required, goes to the audit trail)"
-                <textarea data-testid="bulk-reason" required=true maxlength=MAX_REASON rows="2" prop:value=move || reason.get()
-                    on:input=move |ev| reason.set(event_target_value(&ev))></textarea>
+                <textarea
+                    data-testid="bulk-reason"
+                    required=true
+                    maxlength=MAX_REASON
+                    rows="2"
+                    prop:value=move || reason.get()
+                    on:input=move |ev| reason.set(event_target_value(&ev))
+                ></textarea>
             </label>
             <div class="action-buttons">
-                <button type="submit" class="btn btn-danger" data-testid="bulk-confirm" disabled=move || !can_apply()>
+                <button
+                    type="submit"
+                    class="btn btn-danger"
+                    data-testid="bulk-confirm"
+                    disabled=move || !can_apply()
+                >
                     {format!("Re-queue {}", count_tasks(count))}
                 </button>
-                <button type="button" class="btn btn-quiet" on:click=move |_| close.run(())>"Cancel"</button>
+                <button type="button" class="btn btn-quiet" on:click=move |_| close.run(())>
+                    "Cancel"
+                </button>
             </div>
         </form>
     }

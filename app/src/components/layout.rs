@@ -83,10 +83,16 @@ pub fn Layout(children: Children) -> impl IntoView {
 
     view! {
         <div class="app" data-theme=move || theme.get().as_str()>
-            <a class="skip-link" href="#content">"Skip to content"</a>
+            <a class="skip-link" href="#content">
+                "Skip to content"
+            </a>
             <nav class="topnav" aria-label="Main">
-                <A href="/" attr:class="brand">"lastword"</A>
-                <A href="/" exact=true>"Overview"</A>
+                <A href="/" attr:class="brand">
+                    "lastword"
+                </A>
+                <A href="/" exact=true>
+                    "Overview"
+                </A>
                 <A href="/failures">"Failures"</A>
                 <A href="/timeline">"Timeline"</A>
                 <A href="/workers">"Workers"</A>
@@ -111,22 +117,47 @@ pub fn Layout(children: Children) -> impl IntoView {
                 >
                     {move || format!("Theme: {}", theme.get().as_str())}
                 </button>
-                <button type="button" class="btn btn-quiet" title="Keyboard shortcuts (?)" on:click=move |_| help.update(|h| *h = !*h)>
+                <button
+                    type="button"
+                    class="btn btn-quiet"
+                    title="Keyboard shortcuts (?)"
+                    on:click=move |_| help.update(|h| *h = !*h)
+                >
                     "?"
                 </button>
                 <Suspense fallback=|| ()>
-                    {move || me.get().and_then(Result::ok).flatten().map(|p| view! {
-                        <span class="whoami" data-testid="whoami" title=format!("signed in via {}", p.via)>
-                            {crate::auth::label(&p)}
-                        </span>
-                        // Only a login session can be ended here (tokens, proxies and local
-                        // mode have nothing to log out of).
-                        {(p.via == lastword_core::SignIn::Session).then(|| view! {
-                            <form method="post" action="/auth/logout" class="logout">
-                                <button type="submit" class="btn btn-quiet" data-testid="logout">"Log out"</button>
-                            </form>
-                        })}
-                    })}
+                    {move || {
+                        me.get()
+                            .and_then(Result::ok)
+                            .flatten()
+                            .map(|p| {
+                                view! {
+                                    <span
+                                        class="whoami"
+                                        data-testid="whoami"
+                                        title=format!("signed in via {}", p.via)
+                                    >
+                                        {crate::auth::label(&p)}
+                                    </span>
+                                    // Only a login session can be ended here (tokens, proxies and local
+                                    // mode have nothing to log out of).
+                                    {(p.via == lastword_core::SignIn::Session)
+                                        .then(|| {
+                                            view! {
+                                                <form method="post" action="/auth/logout" class="logout">
+                                                    <button
+                                                        type="submit"
+                                                        class="btn btn-quiet"
+                                                        data-testid="logout"
+                                                    >
+                                                        "Log out"
+                                                    </button>
+                                                </form>
+                                            }
+                                        })}
+                                }
+                            })
+                    }}
                 </Suspense>
             </nav>
             <LiveBanner />

@@ -7,8 +7,17 @@ use leptos::prelude::*;
 #[component]
 pub fn LeaseMeter(#[prop(into)] used: Signal<i64>) -> impl IntoView {
     view! {
-        <meter class="ramp" min="0" max="100" low="50" high="80" optimum="0" value=move || used.get()
-            aria-label="share of the lease used since the last heartbeat" data-testid="lease-meter">
+        <meter
+            class="ramp"
+            min="0"
+            max="100"
+            low="50"
+            high="80"
+            optimum="0"
+            value=move || used.get()
+            aria-label="share of the lease used since the last heartbeat"
+            data-testid="lease-meter"
+        >
             {move || format!("{} %", used.get())}
         </meter>
         <span class="ramp-text">{move || format!(" {} %", used.get())}</span>

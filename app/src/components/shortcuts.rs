@@ -27,10 +27,21 @@ pub fn ShortcutHelp(open: RwSignal<bool>) -> impl IntoView {
                     <dl class="shortcuts">
                         {SHORTCUTS
                             .iter()
-                            .map(|(k, what)| view! { <div><dt><kbd>{*k}</kbd></dt><dd>{*what}</dd></div> })
+                            .map(|(k, what)| {
+                                view! {
+                                    <div>
+                                        <dt>
+                                            <kbd>{*k}</kbd>
+                                        </dt>
+                                        <dd>{*what}</dd>
+                                    </div>
+                                }
+                            })
                             .collect_view()}
                     </dl>
-                    <button type="button" class="btn" on:click=move |_| open.set(false)>"Close"</button>
+                    <button type="button" class="btn" on:click=move |_| open.set(false)>
+                        "Close"
+                    </button>
                 </div>
             </div>
         </Show>

@@ -16,7 +16,13 @@ pub fn SinceSelect(choices: SinceChoices, #[prop(into)] current: Signal<String>)
             <select name="since">
                 {choices
                     .iter()
-                    .map(|&(v, label)| view! { <option value=v selected=move || current.get() == v>{label}</option> })
+                    .map(|&(v, label)| {
+                        view! {
+                            <option value=v selected=move || current.get() == v>
+                                {label}
+                            </option>
+                        }
+                    })
                     .collect_view()}
             </select>
         </label>

@@ -38,90 +38,201 @@ pub fn AuditPage() -> impl IntoView {
         <section class="page">
             <header class="page-head">
                 <h1>"Audit"</h1>
-                <span class="muted">"Every operator action, newest first: what applied, and what was tried and refused (which changed nothing)."</span>
-                <a class="muted" href="/audit">"Clear filters"</a>
+                <span class="muted">
+                    "Every operator action, newest first: what applied, and what was tried and refused (which changed nothing)."
+                </span>
+                <a class="muted" href="/audit">
+                    "Clear filters"
+                </a>
             </header>
             <Form method="GET" action="/audit" attr:class="filters" attr:aria-label="Filter the audit trail">
-                <label>"Actor" <input type="text" name="actor" value=move || param("actor") size="12" data-testid="audit-actor" /></label>
                 <label>
-                    "Action"
-                    <select name="action" data-testid="audit-action">
-                        <option value="" selected=move || param("action").is_empty()>"any"</option>
+                    "Actor"
+                    <input
+                        type="text"
+                        name="actor"
+                        value=move || param("actor")
+                        size="12"
+                        data-testid="audit-actor"
+                    />
+                </label>
+                <label>
+                    "Action" <select name="action" data-testid="audit-action">
+                        <option value="" selected=move || param("action").is_empty()>
+                            "any"
+                        </option>
                         {ActionKind::ALL
                             .into_iter()
-                            .map(|k| view! { <option value=k.as_str() selected=move || param("action") == k.as_str()>{k.label()}</option> })
+                            .map(|k| {
+                                view! {
+                                    <option value=k.as_str() selected=move || param("action") == k.as_str()>
+                                        {k.label()}
+                                    </option>
+                                }
+                            })
                             .collect_view()}
                     </select>
                 </label>
                 <label>
-                    "Outcome"
-                    <select name="outcome" data-testid="audit-outcome-filter">
+                    "Outcome" <select name="outcome" data-testid="audit-outcome-filter">
                         {[("", "any"), ("applied", "applied"), ("refused", "refused")]
                             .into_iter()
-                            .map(|(v, label)| view! { <option value=v selected=move || param("outcome") == v>{label}</option> })
+                            .map(|(v, label)| {
+                                view! {
+                                    <option value=v selected=move || param("outcome") == v>
+                                        {label}
+                                    </option>
+                                }
+                            })
                             .collect_view()}
                     </select>
                 </label>
-                <label>"Task" <input type="text" name="task" value=move || param("task") size="8" inputmode="numeric" /></label>
+                <label>
+                    "Task"
+                    <input type="text" name="task" value=move || param("task") size="8" inputmode="numeric" />
+                </label>
                 <SinceSelect choices=&SINCE_CHOICES current=Signal::derive(move || param("since")) />
-                <button type="submit" class="btn">"Apply"</button>
+                <button type="submit" class="btn">
+                    "Apply"
+                </button>
             </Form>
-            <Suspense fallback=|| view! { <p class="muted">"Loading the audit trail…"</p> }>
+            <Suspense fallback=|| {
+                view! { <p class="muted">"Loading the audit trail…"</p> }
+            }>
                 {move || {
-                    answer.get().map(|a| match a {
-                        Ok(AuditAnswer::Page(page)) => {
-                            if page.actions.is_empty() {
-                                return view! { <p class="empty" data-testid="no-actions">"No operator actions match."</p> }.into_any();
-                            }
-                            let next = page.next.clone().map(|cursor| {
-                                let mut q = query.get_untracked();
-                                q.remove("after");
-                                q.insert("after", cursor);
-                                format!("/audit{}", q.to_query_string())
-                            });
-                            view! {
-                                <table class="grid" data-testid="audit">
-                                    <thead><tr>
-                                        <th scope="col">"When"</th><th scope="col">"Actor"</th><th scope="col">"Action"</th>
-                                        <th scope="col">"Task"</th><th scope="col">"Run"</th>
-                                        <th scope="col" title="the lease epoch the operator saw → after the action">"Epoch"</th>
-                                        <th scope="col">"Status seen"</th><th scope="col">"Outcome"</th><th scope="col">"Reason"</th><th scope="col">"Reference"</th>
-                                    </tr></thead>
-                                    <tbody>
-                                        {page.actions.into_iter().map(|a| view! {
-                                            <tr data-row="" data-action=a.action.as_str() data-outcome=a.outcome.clone() class:audit-refused=a.refused().is_some()>
-                                                <td><Time t=a.created_at short=true /></td>
-                                                <td>
-                                                    <a href=format!("/audit?actor={}", lastword_core::query::encode_component(&a.actor))>{a.actor.clone()}</a>
-                                                    {a.via.clone().map(|v| view! { " "<span class="muted" data-testid="audit-via">{format!("via {v}")}</span> })}
-                                                </td>
-                                                <td>{a.action.label()}</td>
-                                                <td><a href=format!("/tasks/{}", a.task_id)>{format!("#{}", a.task_id)}</a></td>
-                                                <td class="num">{a.run_id.map(|r| r.to_string()).unwrap_or_else(|| "—".into())}</td>
-                                                <td class="num">{format!(
-                                                    "{} → {}",
-                                                    a.epoch_seen.map(|e| e.to_string()).unwrap_or_else(|| "—".into()),
-                                                    a.epoch_after.map(|e| e.to_string()).unwrap_or_else(|| "—".into())
-                                                )}</td>
-                                                <td>{a.status_seen.map(|s| s.as_str())}</td>
-                                                <td data-testid="audit-outcome">{outcome_label(&a)}</td>
-                                                <td class="detail">{a.reason.clone()}</td>
-                                                <td>{a.reference.clone().unwrap_or_default()}</td>
+                    answer
+                        .get()
+                        .map(|a| match a {
+                            Ok(AuditAnswer::Page(page)) => {
+                                if page.actions.is_empty() {
+                                    return view! {
+                                        <p class="empty" data-testid="no-actions">
+                                            "No operator actions match."
+                                        </p>
+                                    }
+                                        .into_any();
+                                }
+                                let next = page
+                                    .next
+                                    .clone()
+                                    .map(|cursor| {
+                                        let mut q = query.get_untracked();
+                                        q.remove("after");
+                                        q.insert("after", cursor);
+                                        format!("/audit{}", q.to_query_string())
+                                    });
+                                view! {
+                                    <table class="grid" data-testid="audit">
+                                        <thead>
+                                            <tr>
+                                                <th scope="col">"When"</th>
+                                                <th scope="col">"Actor"</th>
+                                                <th scope="col">"Action"</th>
+                                                <th scope="col">"Task"</th>
+                                                <th scope="col">"Run"</th>
+                                                <th
+                                                    scope="col"
+                                                    title="the lease epoch the operator saw → after the action"
+                                                >
+                                                    "Epoch"
+                                                </th>
+                                                <th scope="col">"Status seen"</th>
+                                                <th scope="col">"Outcome"</th>
+                                                <th scope="col">"Reason"</th>
+                                                <th scope="col">"Reference"</th>
                                             </tr>
-                                        }).collect_view()}
-                                    </tbody>
-                                </table>
-                                <nav class="pager" aria-label="Pages">
-                                    {next.map(|h| view! { <a href=h rel="next">"Older →"</a> })}
-                                </nav>
+                                        </thead>
+                                        <tbody>
+                                            {page
+                                                .actions
+                                                .into_iter()
+                                                .map(|a| {
+                                                    view! {
+                                                        <tr
+                                                            data-row=""
+                                                            data-action=a.action.as_str()
+                                                            data-outcome=a.outcome.clone()
+                                                            class:audit-refused=a.refused().is_some()
+                                                        >
+                                                            <td>
+                                                                <Time t=a.created_at short=true />
+                                                            </td>
+                                                            <td>
+                                                                <a href=format!(
+                                                                    "/audit?actor={}",
+                                                                    lastword_core::query::encode_component(&a.actor),
+                                                                )>{a.actor.clone()}</a>
+                                                                {a
+                                                                    .via
+                                                                    .clone()
+                                                                    .map(|v| {
+                                                                        view! {
+                                                                            " "
+                                                                            <span class="muted" data-testid="audit-via">
+                                                                                {format!("via {v}")}
+                                                                            </span>
+                                                                        }
+                                                                    })}
+                                                            </td>
+                                                            <td>{a.action.label()}</td>
+                                                            <td>
+                                                                <a href=format!(
+                                                                    "/tasks/{}",
+                                                                    a.task_id,
+                                                                )>{format!("#{}", a.task_id)}</a>
+                                                            </td>
+                                                            <td class="num">
+                                                                {a
+                                                                    .run_id
+                                                                    .map(|r| r.to_string())
+                                                                    .unwrap_or_else(|| "—".into())}
+                                                            </td>
+                                                            <td class="num">
+                                                                {format!(
+                                                                    "{} → {}",
+                                                                    a
+                                                                        .epoch_seen
+                                                                        .map(|e| e.to_string())
+                                                                        .unwrap_or_else(|| "—".into()),
+                                                                    a
+                                                                        .epoch_after
+                                                                        .map(|e| e.to_string())
+                                                                        .unwrap_or_else(|| "—".into()),
+                                                                )}
+                                                            </td>
+                                                            <td>{a.status_seen.map(|s| s.as_str())}</td>
+                                                            <td data-testid="audit-outcome">{outcome_label(&a)}</td>
+                                                            <td class="detail">{a.reason.clone()}</td>
+                                                            <td>{a.reference.clone().unwrap_or_default()}</td>
+                                                        </tr>
+                                                    }
+                                                })
+                                                .collect_view()}
+                                        </tbody>
+                                    </table>
+                                    <nav class="pager" aria-label="Pages">
+                                        {next
+                                            .map(|h| {
+                                                view! {
+                                                    <a href=h rel="next">
+                                                        "Older →"
+                                                    </a>
+                                                }
+                                            })}
+                                    </nav>
+                                }
+                                    .into_any()
                             }
-                            .into_any()
-                        }
-                        Ok(AuditAnswer::BadFilter(e)) => {
-                            view! { <p class="banner banner-error" role="alert" data-testid="bad-filter">{e.to_string()}</p> }.into_any()
-                        }
-                        Err(e) => error_view("the audit trail", e),
-                    })
+                            Ok(AuditAnswer::BadFilter(e)) => {
+                                view! {
+                                    <p class="banner banner-error" role="alert" data-testid="bad-filter">
+                                        {e.to_string()}
+                                    </p>
+                                }
+                                    .into_any()
+                            }
+                            Err(e) => error_view("the audit trail", e),
+                        })
                 }}
             </Suspense>
         </section>

@@ -54,9 +54,17 @@ pub fn LeasesPage() -> impl IntoView {
                         .map(|w| {
                             let href = move || {
                                 let k = kind.get();
-                                if k.is_empty() { format!("/leases?window={w}") } else { format!("/leases?window={w}&kind={}", encode_component(&k)) }
+                                if k.is_empty() {
+                                    format!("/leases?window={w}")
+                                } else {
+                                    format!("/leases?window={w}&kind={}", encode_component(&k))
+                                }
                             };
-                            view! { <a href=href aria-current=move || (window.get() == w).then_some("page")>{w}</a> }
+                            view! {
+                                <a href=href aria-current=move || (window.get() == w).then_some("page")>
+                                    {w}
+                                </a>
+                            }
                         })
                         .collect_view()}
                 </nav>
@@ -65,11 +73,19 @@ pub fn LeasesPage() -> impl IntoView {
                 "A lease is how long a worker may stay silent before its task is taken from it: shorter notices a dead worker sooner, "
                 "but re-claims work from live, slow ones (a lost-lease completion, perhaps a double execution)."
             </p>
-            <Suspense fallback=|| view! { <p class="muted">"Loading lease figures…"</p> }>
-                {move || report.get().map(|r| match r {
-                    Ok(report) => view! { <LeaseReportView report=report window=window.get() /> }.into_any(),
-                    Err(e) => error_view("lease figures", e),
-                })}
+            <Suspense fallback=|| {
+                view! { <p class="muted">"Loading lease figures…"</p> }
+            }>
+                {move || {
+                    report
+                        .get()
+                        .map(|r| match r {
+                            Ok(report) => {
+                                view! { <LeaseReportView report=report window=window.get() /> }.into_any()
+                            }
+                            Err(e) => error_view("lease figures", e),
+                        })
+                }}
             </Suspense>
         </section>
     }
@@ -83,74 +99,156 @@ fn LeaseReportView(report: LeaseReport, window: String) -> impl IntoView {
     view! {
         <p class="muted freshness" data-testid="lease-freshness">
             {format!("Runs claimed in the last {window}; figures ")}
-            {computed_at.map(|t| view! { "read at " <Time t=t short=true /> })}
+            {computed_at
+                .map(|t| {
+                    view! {
+                        "read at "
+                        <Time t=t short=true />
+                    }
+                })}
             " (shared between viewers for up to 30 s)."
         </p>
-        {(!suggestions.is_empty()).then(|| view! {
-            <section aria-labelledby="suggestions-h">
-                <h2 id="suggestions-h">"Suggestions"</h2>
-                <ul class="suggestions">
-                    {suggestions.into_iter().map(|(kind, text)| view! {
-                        <li class="banner banner-warn" data-testid="lease-suggestion" data-kind=kind>{text}</li>
-                    }).collect_view()}
-                </ul>
-            </section>
-        })}
+        {(!suggestions.is_empty())
+            .then(|| {
+                view! {
+                    <section aria-labelledby="suggestions-h">
+                        <h2 id="suggestions-h">"Suggestions"</h2>
+                        <ul class="suggestions">
+                            {suggestions
+                                .into_iter()
+                                .map(|(kind, text)| {
+                                    view! {
+                                        <li
+                                            class="banner banner-warn"
+                                            data-testid="lease-suggestion"
+                                            data-kind=kind
+                                        >
+                                            {text}
+                                        </li>
+                                    }
+                                })
+                                .collect_view()}
+                        </ul>
+                    </section>
+                }
+            })}
         <section aria-labelledby="kinds-h">
             <h2 id="kinds-h">"Run length against the lease, per kind"</h2>
             {if kinds.is_empty() {
-                view! { <div class="empty"><p>"No run was claimed in this window."</p></div> }.into_any()
+                view! {
+                    <div class="empty">
+                        <p>"No run was claimed in this window."</p>
+                    </div>
+                }
+                    .into_any()
             } else {
                 view! {
                     <div class="table-scroll">
                         <table class="grid" data-testid="lease-kinds">
-                            <thead><tr>
-                                <th scope="col">"Kind"</th>
-                                <th scope="col" class="num">"Runs"</th>
-                                <th scope="col" class="num">"Lease"</th>
-                                <th scope="col" class="num">"p50"</th>
-                                <th scope="col" class="num">"p95"</th>
-                                <th scope="col" class="num">"p99"</th>
-                                <th scope="col" class="num">"max"</th>
-                                <th scope="col" class="num" title="finished after their lease expired">"Outlived lease"</th>
-                                <th scope="col" class="num">"Lost lease"</th>
-                                <th scope="col" class="num">"Double exec."</th>
-                                <th scope="col" class="num" title="re-claims after a lapsed lease: slow / stalled / dead worker">"Re-claims (slow/stalled/dead)"</th>
-                                <th scope="col" class="num">"Operator re-queues"</th>
-                                <th scope="col" class="num" title="from the lapsed lease's expiry to the next claim">"Reclaim latency p50 / p95"</th>
-                            </tr></thead>
+                            <thead>
+                                <tr>
+                                    <th scope="col">"Kind"</th>
+                                    <th scope="col" class="num">
+                                        "Runs"
+                                    </th>
+                                    <th scope="col" class="num">
+                                        "Lease"
+                                    </th>
+                                    <th scope="col" class="num">
+                                        "p50"
+                                    </th>
+                                    <th scope="col" class="num">
+                                        "p95"
+                                    </th>
+                                    <th scope="col" class="num">
+                                        "p99"
+                                    </th>
+                                    <th scope="col" class="num">
+                                        "max"
+                                    </th>
+                                    <th scope="col" class="num" title="finished after their lease expired">
+                                        "Outlived lease"
+                                    </th>
+                                    <th scope="col" class="num">
+                                        "Lost lease"
+                                    </th>
+                                    <th scope="col" class="num">
+                                        "Double exec."
+                                    </th>
+                                    <th
+                                        scope="col"
+                                        class="num"
+                                        title="re-claims after a lapsed lease: slow / stalled / dead worker"
+                                    >
+                                        "Re-claims (slow/stalled/dead)"
+                                    </th>
+                                    <th scope="col" class="num">
+                                        "Operator re-queues"
+                                    </th>
+                                    <th
+                                        scope="col"
+                                        class="num"
+                                        title="from the lapsed lease's expiry to the next claim"
+                                    >
+                                        "Reclaim latency p50 / p95"
+                                    </th>
+                                </tr>
+                            </thead>
                             <tbody>
                                 {kinds.into_iter().map(|k| view! { <KindRow k=k /> }).collect_view()}
                             </tbody>
                         </table>
                     </div>
-                }.into_any()
+                }
+                    .into_any()
             }}
         </section>
         <section aria-labelledby="loops-h">
             <h2 id="loops-h">"Re-claim loops"</h2>
-            <p class="muted">{format!("Tasks claimed at least {loop_claims} times since re-queued whose newest {loop_claims} attempts all failed: a poison task that kills or stalls every worker that takes it.")}</p>
+            <p class="muted">
+                {format!(
+                    "Tasks claimed at least {loop_claims} times since re-queued whose newest {loop_claims} attempts all failed: a poison task that kills or stalls every worker that takes it.",
+                )}
+            </p>
             {if loops.is_empty() {
                 view! { <p data-testid="no-loops">"None now."</p> }.into_any()
             } else {
                 view! {
                     <ul data-testid="lease-loops">
-                        {loops.into_iter().map(|l| view! {
-                            <li>
-                                <a href=format!("/tasks/{}", l.task_id)>{format!("#{}", l.task_id)}</a>
-                                " " <span class="muted">{l.kind}</span>
-                                {format!(" · epoch {}", l.lease_epoch)}
-                                {l.streak_since.map(|t| view! { " · failing since " <Time t=t short=true /> })}
-                            </li>
-                        }).collect_view()}
+                        {loops
+                            .into_iter()
+                            .map(|l| {
+                                view! {
+                                    <li>
+                                        <a href=format!(
+                                            "/tasks/{}",
+                                            l.task_id,
+                                        )>{format!("#{}", l.task_id)}</a>
+                                        " "
+                                        <span class="muted">{l.kind}</span>
+                                        {format!(" · epoch {}", l.lease_epoch)}
+                                        {l
+                                            .streak_since
+                                            .map(|t| {
+                                                view! {
+                                                    " · failing since "
+                                                    <Time t=t short=true />
+                                                }
+                                            })}
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
                     </ul>
-                }.into_any()
+                }
+                    .into_any()
             }}
         </section>
         <section aria-labelledby="workers-h">
             <h2 id="workers-h">"Workers that lost leases"</h2>
             {if workers.is_empty() {
-                view! { <p data-testid="no-lost-workers">"No worker lost a lease in this window."</p> }.into_any()
+                view! { <p data-testid="no-lost-workers">"No worker lost a lease in this window."</p> }
+                    .into_any()
             } else {
                 view! {
                     <p class="muted">
@@ -158,49 +256,79 @@ fn LeaseReportView(report: LeaseReport, window: String) -> impl IntoView {
                         "Stalled: the run never finished but the worker went on claiming. Dead: never finished, the worker not seen since — the lease did its job."
                     </p>
                     <table class="grid" data-testid="lease-workers">
-                        <thead><tr>
-                            <th scope="col">"Worker"</th>
-                            <th scope="col" class="num">"Paused (finished late)"</th>
-                            <th scope="col" class="num">"Stalled"</th>
-                            <th scope="col" class="num">"Dead"</th>
-                        </tr></thead>
+                        <thead>
+                            <tr>
+                                <th scope="col">"Worker"</th>
+                                <th scope="col" class="num">
+                                    "Paused (finished late)"
+                                </th>
+                                <th scope="col" class="num">
+                                    "Stalled"
+                                </th>
+                                <th scope="col" class="num">
+                                    "Dead"
+                                </th>
+                            </tr>
+                        </thead>
                         <tbody>
-                            {workers.into_iter().map(|w| {
-                                let href = format!("/failures?worker={}", encode_component(&w.worker));
-                                view! {
-                                    <tr data-row="" data-worker=w.worker.clone()>
-                                        <td><a href=href>{w.worker.clone()}</a></td>
-                                        <td class="num">{w.paused}</td>
-                                        <td class="num">{w.stalled}</td>
-                                        <td class="num">{w.dead}</td>
-                                    </tr>
-                                }
-                            }).collect_view()}
+                            {workers
+                                .into_iter()
+                                .map(|w| {
+                                    let href = format!("/failures?worker={}", encode_component(&w.worker));
+                                    view! {
+                                        <tr data-row="" data-worker=w.worker.clone()>
+                                            <td>
+                                                <a href=href>{w.worker.clone()}</a>
+                                            </td>
+                                            <td class="num">{w.paused}</td>
+                                            <td class="num">{w.stalled}</td>
+                                            <td class="num">{w.dead}</td>
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
                         </tbody>
                     </table>
-                }.into_any()
+                }
+                    .into_any()
             }}
         </section>
         <section aria-labelledby="skew-h">
             <h2 id="skew-h">"Clock skew"</h2>
             {if skewed_workers.is_empty() {
-                view! { <p data-testid="no-skew">"No worker stamped times ahead of the database's clock in the window's last hour."</p> }.into_any()
+                view! {
+                    <p data-testid="no-skew">
+                        "No worker stamped times ahead of the database's clock in the window's last hour."
+                    </p>
+                }
+                    .into_any()
             } else {
                 view! {
-                    <p class="muted">"Lease expiries written by these workers are compared across clocks: leases may lapse early or late."</p>
+                    <p class="muted">
+                        "Lease expiries written by these workers are compared across clocks: leases may lapse early or late."
+                    </p>
                     <ul data-testid="skewed-workers">
-                        {skewed_workers.into_iter().map(|w| {
-                            let href = format!("/failures?worker={}", encode_component(&w.worker));
-                            view! {
-                                <li>
-                                    <span class="tag tag-alert">"⏱ skew"</span> " "
-                                    <a href=href>{w.worker}</a>
-                                    {format!(": up to {} ahead, on {} runs", spoken_ms(w.ahead_ms), w.runs)}
-                                </li>
-                            }
-                        }).collect_view()}
+                        {skewed_workers
+                            .into_iter()
+                            .map(|w| {
+                                let href = format!("/failures?worker={}", encode_component(&w.worker));
+                                view! {
+                                    <li>
+                                        <span class="tag tag-alert">"⏱ skew"</span>
+                                        " "
+                                        <a href=href>{w.worker}</a>
+                                        {format!(
+                                            ": up to {} ahead, on {} runs",
+                                            spoken_ms(w.ahead_ms),
+                                            w.runs,
+                                        )}
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
                     </ul>
-                }.into_any()
+                }
+                    .into_any()
             }}
         </section>
         <section aria-labelledby="beats-h">
@@ -210,15 +338,21 @@ fn LeaseReportView(report: LeaseReport, window: String) -> impl IntoView {
             } else {
                 view! {
                     <table class="grid" data-testid="heartbeats">
-                        <thead><tr>
-                            <th scope="col">"Task"</th><th scope="col">"Kind"</th><th scope="col">"Worker"</th>
-                            <th scope="col">"Last heard"</th><th scope="col">"Lease used since"</th>
-                        </tr></thead>
+                        <thead>
+                            <tr>
+                                <th scope="col">"Task"</th>
+                                <th scope="col">"Kind"</th>
+                                <th scope="col">"Worker"</th>
+                                <th scope="col">"Last heard"</th>
+                                <th scope="col">"Lease used since"</th>
+                            </tr>
+                        </thead>
                         <tbody>
                             {heartbeats.into_iter().map(|h| view! { <HeartbeatRow h=h /> }).collect_view()}
                         </tbody>
                     </table>
-                }.into_any()
+                }
+                    .into_any()
             }}
         </section>
     }
@@ -229,22 +363,37 @@ fn KindRow(k: KindLeaseStats) -> impl IntoView {
     let kind_q = encode_component(&k.kind);
     view! {
         <tr data-row="" data-kind=k.kind.clone() class=if k.suggestion.is_some() { "row-lapsed" } else { "" }>
-            <td><a href=format!("/failures?kind={kind_q}")>{k.kind.clone()}</a></td>
+            <td>
+                <a href=format!("/failures?kind={kind_q}")>{k.kind.clone()}</a>
+            </td>
             <td class="num">{k.runs}</td>
             <td class="num">{ms(k.lease_ms)}</td>
             <td class="num">{ms(k.duration_p50_ms)}</td>
             <td class="num">{ms(k.duration_p95_ms)}</td>
             <td class="num">{ms(k.duration_p99_ms)}</td>
             <td class="num">{ms(k.duration_max_ms)}</td>
-            <td class="num" data-testid="outlived">{format!("{} ({})", k.outlived_lease, share(k.outlived_lease, k.finished))}</td>
-            <td class="num"><a href=format!("/failures?kind={kind_q}&state=lost_lease")>{k.lost_lease}</a></td>
+            <td class="num" data-testid="outlived">
+                {format!("{} ({})", k.outlived_lease, share(k.outlived_lease, k.finished))}
+            </td>
+            <td class="num">
+                <a href=format!("/failures?kind={kind_q}&state=lost_lease")>{k.lost_lease}</a>
+            </td>
             <td class="num">{k.double_executions}</td>
             <td class="num">
-                <a href=format!("/failures?kind={kind_q}&reclaim=slow_worker,stalled_worker,dead_worker")>{k.reclaims}</a>
-                {format!(" ({}/{}/{})", k.reclaims_slow_worker, k.reclaims_stalled_worker, k.reclaims_dead_worker)}
+                <a href=format!(
+                    "/failures?kind={kind_q}&reclaim=slow_worker,stalled_worker,dead_worker",
+                )>{k.reclaims}</a>
+                {format!(
+                    " ({}/{}/{})",
+                    k.reclaims_slow_worker,
+                    k.reclaims_stalled_worker,
+                    k.reclaims_dead_worker,
+                )}
             </td>
             <td class="num">{k.reclaims_operator_requeue}</td>
-            <td class="num">{format!("{} / {}", ms(k.reclaim_latency_p50_ms), ms(k.reclaim_latency_p95_ms))}</td>
+            <td class="num">
+                {format!("{} / {}", ms(k.reclaim_latency_p50_ms), ms(k.reclaim_latency_p95_ms))}
+            </td>
         </tr>
     }
 }
@@ -255,7 +404,9 @@ fn HeartbeatRow(h: HeartbeatHealth) -> impl IntoView {
     let used = h.used_percent();
     view! {
         <tr data-row="" data-run=h.run_id>
-            <td><a href=format!("/tasks/{}", h.task_id)>{format!("#{}", h.task_id)}</a></td>
+            <td>
+                <a href=format!("/tasks/{}", h.task_id)>{format!("#{}", h.task_id)}</a>
+            </td>
             <td>{h.kind.clone()}</td>
             <td>{h.worker.clone()}</td>
             <td class="num">{format!("{} ago", spoken_ms(h.heartbeat_age_ms))}</td>

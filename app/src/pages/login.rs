@@ -15,14 +15,26 @@ pub fn LoginPage() -> impl IntoView {
         <Title text="Sign in" />
         <section class="page login">
             <h1>"Sign in"</h1>
-            {move || failed().then(|| view! {
-                <p class="banner banner-error" role="alert" data-testid="login-error">"Wrong user name or password."</p>
-            })}
+            {move || {
+                failed()
+                    .then(|| {
+                        view! {
+                            <p class="banner banner-error" role="alert" data-testid="login-error">
+                                "Wrong user name or password."
+                            </p>
+                        }
+                    })
+            }}
             <form method="post" action="/auth/login" class="login-form" data-testid="login-form">
                 <label>"User name"<input name="username" autocomplete="username" required autofocus /></label>
-                <label>"Password"<input type="password" name="password" autocomplete="current-password" required /></label>
+                <label>
+                    "Password"
+                    <input type="password" name="password" autocomplete="current-password" required />
+                </label>
                 <input type="hidden" name="next" value=next />
-                <button type="submit" class="btn">"Sign in"</button>
+                <button type="submit" class="btn">
+                    "Sign in"
+                </button>
             </form>
         </section>
     }

@@ -113,8 +113,12 @@ impl LeaseChecks {
 
 /// A server function's error as a page-level alert.
 pub fn error_view(what: &'static str, e: ServerFnError) -> AnyView {
-    view! { <p class="banner banner-error" role="alert">{format!("Could not load {what}: {e}")}</p> }
-        .into_any()
+    view! {
+        <p class="banner banner-error" role="alert">
+            {format!("Could not load {what}: {e}")}
+        </p>
+    }
+    .into_any()
 }
 
 #[cfg(test)]

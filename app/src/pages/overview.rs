@@ -65,48 +65,80 @@ pub fn OverviewPage() -> impl IntoView {
                     }}
                 </span>
             </header>
-            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Suspense fallback=|| {
+                view! { <p class="muted">"Loading…"</p> }
+            }>
                 {move || {
                     overview
                         .get()
                         .map(|r| match r {
-                            Ok(o) => view! { <OverviewBody overview=o window=window.get_untracked() /> }.into_any(),
+                            Ok(o) => {
+                                view! { <OverviewBody overview=o window=window.get_untracked() /> }.into_any()
+                            }
                             Err(e) => error_view("the overview", e),
                         })
                 }}
             </Suspense>
             <Suspense fallback=|| ()>
-                {move || leases.get().map(|r| match r {
-                    Ok(Some(report)) => view! { <LeasePanel report=report /> }.into_any(),
-                    Ok(None) => view! {
-                        <section class="lease-panel" data-testid="lease-panel">
-                            <h2><a href="/leases">"Leases"</a></h2>
-                            <p class="muted">"The day's lease figures are being computed; they appear here in a moment."</p>
-                        </section>
-                    }.into_any(),
-                    Err(e) => error_view("lease health", e),
-                })}
+                {move || {
+                    leases
+                        .get()
+                        .map(|r| match r {
+                            Ok(Some(report)) => view! { <LeasePanel report=report /> }.into_any(),
+                            Ok(None) => {
+                                view! {
+                                    <section class="lease-panel" data-testid="lease-panel">
+                                        <h2>
+                                            <a href="/leases">"Leases"</a>
+                                        </h2>
+                                        <p class="muted">
+                                            "The day's lease figures are being computed; they appear here in a moment."
+                                        </p>
+                                    </section>
+                                }
+                                    .into_any()
+                            }
+                            Err(e) => error_view("lease health", e),
+                        })
+                }}
             </Suspense>
             <h2>"All time"</h2>
-            <Suspense fallback=|| view! { <p class="muted">"Loading totals…"</p> }>
+            <Suspense fallback=|| {
+                view! { <p class="muted">"Loading totals…"</p> }
+            }>
                 {move || {
                     totals
                         .get()
                         .map(|result| match result {
                             Ok(t) => {
+                                let shown = move |n: i64| {
+                                    if t.estimated { format!("≈ {n}") } else { n.to_string() }
+                                };
                                 // Large tables are PostgreSQL's estimate: marked, and said why.
-                                let shown = move |n: i64| if t.estimated { format!("≈ {n}") } else { n.to_string() };
                                 view! {
                                     <dl class="totals" data-testid="totals">
-                                        <div><dt>"Tasks"</dt><dd data-testid="total-tasks">{shown(t.tasks)}</dd></div>
-                                        <div><dt>"Runs"</dt><dd data-testid="total-runs">{shown(t.runs)}</dd></div>
-                                        <div><dt>"Effects"</dt><dd data-testid="total-effects">{shown(t.effects)}</dd></div>
+                                        <div>
+                                            <dt>"Tasks"</dt>
+                                            <dd data-testid="total-tasks">{shown(t.tasks)}</dd>
+                                        </div>
+                                        <div>
+                                            <dt>"Runs"</dt>
+                                            <dd data-testid="total-runs">{shown(t.runs)}</dd>
+                                        </div>
+                                        <div>
+                                            <dt>"Effects"</dt>
+                                            <dd data-testid="total-effects">{shown(t.effects)}</dd>
+                                        </div>
                                     </dl>
-                                    {t.estimated.then(|| view! {
-                                        <p class="muted" data-testid="totals-estimated">
-                                            "≈ PostgreSQL's estimate, kept current by autovacuum: tables past 100 000 rows are not counted per request."
-                                        </p>
-                                    })}
+                                    {t
+                                        .estimated
+                                        .then(|| {
+                                            view! {
+                                                <p class="muted" data-testid="totals-estimated">
+                                                    "≈ PostgreSQL's estimate, kept current by autovacuum: tables past 100 000 rows are not counted per request."
+                                                </p>
+                                            }
+                                        })}
                                 }
                                     .into_any()
                             }
@@ -157,44 +189,66 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
     ];
     let loop_tasks = a.loop_tasks.clone();
     let total: i64 = overview.by_state.iter().map(|(_, n)| n).sum();
+    let cards = attention
+        .into_iter()
+        .map(|(label, n, taken, href, id)| {
+            // Open items are the alarm; those someone has taken are said, not shouted.
+            // Counted a moment apart (the rollups lag the audit): never below zero.
+            let open = (n - taken.unwrap_or(0)).max(0);
+            view! {
+                <li class={if open > 0 { "card card-alert" } else { "card" }} data-testid=id>
+                    <a href=href>
+                        <span class="card-n">{n}</span>
+                        <span class="card-label">{label}</span>
+                        {taken
+                            .filter(|t| *t > 0)
+                            .map(|t| {
+                                view! {
+                                    <span class="card-taken" data-testid="taken">
+                                        {format!("{open} open · {t} acknowledged")}
+                                    </span>
+                                }
+                            })}
+                    </a>
+                </li>
+            }
+        })
+        .collect_view();
     view! {
         <section aria-labelledby="attention-title" class="attention">
             <h2 id="attention-title">"Needs attention"</h2>
-            <ul class="cards">
-                {attention
-                    .into_iter()
-                    .map(|(label, n, taken, href, id)| {
-                        // Open items are the alarm; those someone has taken are said, not shouted.
-                        // Counted a moment apart (the rollups lag the audit): never below zero.
-                        let open = (n - taken.unwrap_or(0)).max(0);
-                        view! {
-                            <li class={if open > 0 { "card card-alert" } else { "card" }} data-testid=id>
-                                <a href=href>
-                                    <span class="card-n">{n}</span>
-                                    <span class="card-label">{label}</span>
-                                    {taken.filter(|t| *t > 0).map(|t| view! {
-                                        <span class="card-taken" data-testid="taken">{format!("{open} open · {t} acknowledged")}</span>
-                                    })}
-                                </a>
-                            </li>
-                        }
-                    })
-                    .collect_view()}
-            </ul>
-            {(loop_tasks.len() > 1).then(|| view! {
-                <p class="muted" data-testid="loop-tasks">
-                    "In a re-claim loop: "
-                    {loop_tasks.iter().map(|id| view! { <a href=format!("/tasks/{id}")>{format!("task {id}")}</a> " " }).collect_view()}
-                </p>
-            })}
+            <ul class="cards">{cards}</ul>
+            {(loop_tasks.len() > 1)
+                .then(|| {
+                    view! {
+                        <p class="muted" data-testid="loop-tasks">
+                            "In a re-claim loop: "
+                            {loop_tasks
+                                .iter()
+                                .map(|id| {
+                                    view! {
+                                        <a href=format!("/tasks/{id}")>{format!("task {id}")}</a>
+                                        " "
+                                    }
+                                })
+                                .collect_view()}
+                        </p>
+                    }
+                })}
         </section>
         <section aria-labelledby="states-title">
             <h2 id="states-title">{format!("Runs by state ({total})")}</h2>
-            {overview.counted_at.map(|t| view! {
-                <p class="muted" data-testid="counted-at">
-                    "Past quarter-hours counted at " <Time t=t short=true /> "; the current one is counted live."
-                </p>
-            })}
+            {overview
+                .counted_at
+                .map(|t| {
+                    view! {
+                        <p class="muted" data-testid="counted-at">
+                            "Past quarter-hours counted at "
+                            <Time t=t short=true />
+                            "; the current one is counted live."
+                        </p>
+                    }
+                })}
             <ul class="state-counts" data-testid="state-counts">
                 {overview
                     .by_state
@@ -217,16 +271,29 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
         <section aria-labelledby="causes-title">
             <h2 id="causes-title">"Failures by cause"</h2>
             <table class="grid narrow">
-                <thead><tr><th scope="col">"Cause"</th><th scope="col" class="num">"Runs"</th></tr></thead>
+                <thead>
+                    <tr>
+                        <th scope="col">"Cause"</th>
+                        <th scope="col" class="num">
+                            "Runs"
+                        </th>
+                    </tr>
+                </thead>
                 <tbody>
                     {overview
                         .by_cause
                         .iter()
                         .map(|(cause, n)| {
-                            let href = format!("/failures?cause={}&{}", encode_component(cause.as_str()), since);
+                            let href = format!(
+                                "/failures?cause={}&{}",
+                                encode_component(cause.as_str()),
+                                since,
+                            );
                             view! {
                                 <tr>
-                                    <td><a href=href>{cause_label(*cause)}</a></td>
+                                    <td>
+                                        <a href=href>{cause_label(*cause)}</a>
+                                    </td>
                                     <td class="num">{*n}</td>
                                 </tr>
                             }
@@ -275,7 +342,13 @@ fn Chart(series: Vec<Bucket>) -> impl IntoView {
                             state_mark(*s).1
                         );
                         view! {
-                            <rect class=format!("bar state-{}", s.as_str()) x=i as f64 * bar + 1.0 y=y width=(bar - 2.0).max(1.0) height=h>
+                            <rect
+                                class=format!("bar state-{}", s.as_str())
+                                x=i as f64 * bar + 1.0
+                                y=y
+                                width=(bar - 2.0).max(1.0)
+                                height=h
+                            >
                                 <title>{title}</title>
                             </rect>
                         }
@@ -286,7 +359,12 @@ fn Chart(series: Vec<Bucket>) -> impl IntoView {
         .collect_view();
     view! {
         <figure class="chart">
-            <svg viewBox=format!("0 0 {width} {height}") preserveAspectRatio="none" role="img" aria-label="Runs over time by state">
+            <svg
+                viewBox=format!("0 0 {width} {height}")
+                preserveAspectRatio="none"
+                role="img"
+                aria-label="Runs over time by state"
+            >
                 {bars}
             </svg>
             <figcaption class="muted">{format!("Runs per bucket (max {max})")}</figcaption>
@@ -304,12 +382,14 @@ fn LeasePanel(report: lastword_core::leases::LeaseReport) -> impl IntoView {
     let window = lastword_core::leases::DEFAULT_WINDOW;
     view! {
         <section class="lease-panel" aria-labelledby="lease-panel-h" data-testid="lease-panel">
-            <h2 id="lease-panel-h"><a href=format!("/leases?window={window}")>"Leases"</a></h2>
+            <h2 id="lease-panel-h">
+                <a href=format!("/leases?window={window}")>"Leases"</a>
+            </h2>
             <p class="muted">
                 {format!(
                     "Last {window}: {reclaims} re-claims after a lapsed lease, {lost} lost leases; {} tasks in a re-claim loop now; {} workers with clocks ahead.",
                     report.loops.len(),
-                    report.skewed_workers.len()
+                    report.skewed_workers.len(),
                 )}
             </p>
             {if suggestions.is_empty() {
@@ -317,13 +397,28 @@ fn LeasePanel(report: lastword_core::leases::LeaseReport) -> impl IntoView {
             } else {
                 view! {
                     <ul class="suggestions">
-                        {suggestions.into_iter().map(|(kind, text)| view! {
-                            <li class="banner banner-warn" data-testid="lease-suggestion" data-kind=kind.clone()>
-                                {text} " " <a href=format!("/leases?window={window}&kind={}", encode_component(&kind))>"figures"</a>
-                            </li>
-                        }).collect_view()}
+                        {suggestions
+                            .into_iter()
+                            .map(|(kind, text)| {
+                                view! {
+                                    <li
+                                        class="banner banner-warn"
+                                        data-testid="lease-suggestion"
+                                        data-kind=kind.clone()
+                                    >
+                                        {text}
+                                        " "
+                                        <a href=format!(
+                                            "/leases?window={window}&kind={}",
+                                            encode_component(&kind),
+                                        )>"figures"</a>
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
                     </ul>
-                }.into_any()
+                }
+                    .into_any()
             }}
         </section>
     }

@@ -67,11 +67,29 @@ pub fn BulkRequeue(scope: BulkScope, open: RwSignal<bool>, done: Callback<String
 
     view! {
         <BulkPanel scope=scope refusal=refusal.into()>
-            <Suspense fallback=|| view! { <p class="muted">"Counting…"</p> }>
-                {move || preview.get().map(|p| match p {
-                    Err(e) => view! { <p class="banner banner-error" role="alert">{format!("Could not preview: {e}")}</p> }.into_any(),
-                    Ok(p) => view! { <PreviewBody preview=p ui=ui apply=send pending=pending close=close /> }.into_any(),
-                })}
+            <Suspense fallback=|| {
+                view! { <p class="muted">"Counting…"</p> }
+            }>
+                {move || {
+                    preview
+                        .get()
+                        .map(|p| match p {
+                            Err(e) => {
+                                view! {
+                                    <p class="banner banner-error" role="alert">
+                                        {format!("Could not preview: {e}")}
+                                    </p>
+                                }
+                                    .into_any()
+                            }
+                            Ok(p) => {
+                                view! {
+                                    <PreviewBody preview=p ui=ui apply=send pending=pending close=close />
+                                }
+                                    .into_any()
+                            }
+                        })
+                }}
             </Suspense>
         </BulkPanel>
     }

@@ -82,26 +82,41 @@ pub fn FailuresPage() -> impl IntoView {
         <section class="page">
             <header class="page-head">
                 <h1>"Failures"</h1>
-                <a class="muted" href="/failures">"Clear filters"</a>
+                <a class="muted" href="/failures">
+                    "Clear filters"
+                </a>
             </header>
             <Form method="GET" action="/failures" attr:class="filters" attr:aria-label="Filter failures">
                 <fieldset class="causes">
                     <legend>"Cause"</legend>
                     <Suspense fallback=|| ()>
                         {move || {
-                            let facets = answer.get().and_then(|a| match a {
-                                Ok(RunsAnswer::Page { facets, .. }) => Some(facets),
-                                _ => None,
-                            });
+                            let facets = answer
+                                .get()
+                                .and_then(|a| match a {
+                                    Ok(RunsAnswer::Page { facets, .. }) => Some(facets),
+                                    _ => None,
+                                });
                             let selected = causes_selected();
                             Cause::ALL
                                 .into_iter()
                                 .map(|c| {
+                                    let count = facets
+                                        .as_ref()
+                                        .map(|f: &CauseFacets| {
+                                            let n = f
+                                                .counts
+                                                .iter()
+                                                .find(|(fc, _)| *fc == c)
+                                                .map(|(_, n)| *n)
+                                                .unwrap_or(0);
+                                            if f.capped.contains(&c) {
+                                                format!("{n}+")
+                                            } else {
+                                                n.to_string()
+                                            }
+                                        });
                                     // A count with no rollup behind it stops at the cap: "10000+".
-                                    let count = facets.as_ref().map(|f: &CauseFacets| {
-                                        let n = f.counts.iter().find(|(fc, _)| *fc == c).map(|(_, n)| *n).unwrap_or(0);
-                                        if f.capped.contains(&c) { format!("{n}+") } else { n.to_string() }
-                                    });
                                     view! {
                                         <label class=format!("cause cause-{}", c.as_str())>
                                             <input
@@ -111,7 +126,14 @@ pub fn FailuresPage() -> impl IntoView {
                                                 checked=selected.iter().any(|s| s == c.as_str())
                                             />
                                             {cause_label(c)}
-                                            {count.map(|n| view! { <span class="facet" data-facet=c.as_str()>{n}</span> })}
+                                            {count
+                                                .map(|n| {
+                                                    view! {
+                                                        <span class="facet" data-facet=c.as_str()>
+                                                            {n}
+                                                        </span>
+                                                    }
+                                                })}
                                         </label>
                                     }
                                 })
@@ -121,9 +143,17 @@ pub fn FailuresPage() -> impl IntoView {
                 </fieldset>
                 <label>
                     "Text"
-                    <input type="search" name="q" value=move || param("q") placeholder="output, error…" data-filter-focus="" />
+                    <input
+                        type="search"
+                        name="q"
+                        value=move || param("q")
+                        placeholder="output, error…"
+                        data-filter-focus=""
+                    />
                 </label>
-                <label>"Worker" <input type="text" name="worker" value=move || param("worker") size="10" /></label>
+                <label>
+                    "Worker" <input type="text" name="worker" value=move || param("worker") size="10" />
+                </label>
                 <label>"Kind" <input type="text" name="kind" value=move || param("kind") size="12" /></label>
                 <label>
                     "Source"
@@ -141,67 +171,147 @@ pub fn FailuresPage() -> impl IntoView {
                     </select>
                 </label>
                 <label title="runs that took their task from an earlier run, by why the earlier one lost it">
-                    "Re-claimed"
-                    <select name="reclaim">
-                        <option value="" selected=move || reclaim_param().is_empty()>"any"</option>
+                    "Re-claimed" <select name="reclaim">
+                        <option value="" selected=move || reclaim_param().is_empty()>
+                            "any"
+                        </option>
                         // A URL naming several reasons (`reclaim=dead_worker,stalled_worker`) keeps
                         // them through Apply instead of the select falling back to "any".
                         {move || {
                             let current = reclaim_param();
                             let single = ReclaimReason::ALL.iter().any(|r| r.as_str() == current);
-                            (!current.is_empty() && !single).then(|| {
-                                let label = current.replace(',', " or ").replace('_', " ");
-                                view! { <option value=current selected=true>{label}</option> }
-                            })
+                            (!current.is_empty() && !single)
+                                .then(|| {
+                                    let label = current.replace(',', " or ").replace('_', " ");
+                                    view! {
+                                        <option value=current selected=true>
+                                            {label}
+                                        </option>
+                                    }
+                                })
                         }}
                         {ReclaimReason::ALL
                             .iter()
-                            .map(|&r| view! {
-                                <option value=r.as_str() selected=move || reclaim_param() == r.as_str()>{r.short()}</option>
+                            .map(|&r| {
+                                view! {
+                                    <option value=r.as_str() selected=move || reclaim_param() == r.as_str()>
+                                        {r.short()}
+                                    </option>
+                                }
                             })
                             .collect_view()}
                     </select>
                 </label>
                 <SinceSelect choices=&SINCE_CHOICES current=Signal::derive(move || param("since")) />
-                <button type="submit" class="btn">"Apply"</button>
+                <button type="submit" class="btn">
+                    "Apply"
+                </button>
             </Form>
             <p class="exports">
                 "Export what this page lists: "
-                <a href=move || export_href(&query.read(), "csv") download="lastword-runs.csv" data-testid="export-csv">"CSV"</a>
-                " · "
-                <a href=move || export_href(&query.read(), "ndjson") download="lastword-runs.ndjson" data-testid="export-ndjson">"NDJSON"</a>
+                <a
+                    href=move || export_href(&query.read(), "csv")
+                    download="lastword-runs.csv"
+                    data-testid="export-csv"
+                >
+                    "CSV"
+                </a> " · "
+                <a
+                    href=move || export_href(&query.read(), "ndjson")
+                    download="lastword-runs.ndjson"
+                    data-testid="export-ndjson"
+                >
+                    "NDJSON"
+                </a>
             </p>
-            {move || bulk_done.get().map(|m| view! { <p class="banner banner-ok" role="status" data-testid="bulk-result">{m}" "<a href="/audit">"See the audit log"</a></p> })}
+            {move || {
+                bulk_done
+                    .get()
+                    .map(|m| {
+                        view! {
+                            <p class="banner banner-ok" role="status" data-testid="bulk-result">
+                                {m}
+                                " "
+                                <a href="/audit">"See the audit log"</a>
+                            </p>
+                        }
+                    })
+            }}
             <Suspense fallback=|| ()>
-                {move || can_act.get().then(|| view! {
-                    <div class="bulk-bar" data-testid="bulk-bar">
-                        <button type="button" class="btn" data-testid="requeue-selected" disabled=move || selected.get().is_empty()
-                            on:click=move |_| { bulk_done.set(None); bulk_scope.set(Some(BulkScope::Tasks(selected.get_untracked()))); bulk_open.set(true); }>
-                            {move || format!("Re-queue selected ({})…", selected.get().len())}
-                        </button>
-                        <button type="button" class="btn" data-testid="requeue-matching"
-                            on:click=move |_| { bulk_done.set(None); bulk_scope.set(Some(BulkScope::Filter(query_string.get_untracked()))); bulk_open.set(true); }>
-                            "Re-queue all matching…"
-                        </button>
-                    </div>
-                })}
+                {move || {
+                    can_act
+                        .get()
+                        .then(|| {
+                            view! {
+                                <div class="bulk-bar" data-testid="bulk-bar">
+                                    <button
+                                        type="button"
+                                        class="btn"
+                                        data-testid="requeue-selected"
+                                        disabled=move || selected.get().is_empty()
+                                        on:click=move |_| {
+                                            bulk_done.set(None);
+                                            bulk_scope.set(Some(BulkScope::Tasks(selected.get_untracked())));
+                                            bulk_open.set(true);
+                                        }
+                                    >
+                                        {move || format!("Re-queue selected ({})…", selected.get().len())}
+                                    </button>
+                                    <button
+                                        type="button"
+                                        class="btn"
+                                        data-testid="requeue-matching"
+                                        on:click=move |_| {
+                                            bulk_done.set(None);
+                                            bulk_scope
+                                                .set(Some(BulkScope::Filter(query_string.get_untracked())));
+                                            bulk_open.set(true);
+                                        }
+                                    >
+                                        "Re-queue all matching…"
+                                    </button>
+                                </div>
+                            }
+                        })
+                }}
             </Suspense>
-            {move || (bulk_open.get()).then(|| bulk_scope.get()).flatten().map(|scope| {
-                let done = Callback::new(move |m: String| {
-                    bulk_done.set(Some(m));
-                    selected.set(Vec::new());
-                    answer.refetch();
-                });
-                view! { <BulkRequeue scope=scope open=bulk_open done=done /> }
-            })}
-            <Suspense fallback=|| view! { <p class="muted">"Loading runs…"</p> }>
+            {move || {
+                (bulk_open.get())
+                    .then(|| bulk_scope.get())
+                    .flatten()
+                    .map(|scope| {
+                        let done = Callback::new(move |m: String| {
+                            bulk_done.set(Some(m));
+                            selected.set(Vec::new());
+                            answer.refetch();
+                        });
+                        view! { <BulkRequeue scope=scope open=bulk_open done=done /> }
+                    })
+            }}
+            <Suspense fallback=|| {
+                view! { <p class="muted">"Loading runs…"</p> }
+            }>
                 {move || {
                     answer
                         .get()
                         .map(|a| match a {
-                            Ok(RunsAnswer::Page { page, .. }) => view! { <RunTable page=page selected=selected can_act=can_act trace_links=trace_links /> }.into_any(),
+                            Ok(RunsAnswer::Page { page, .. }) => {
+                                view! {
+                                    <RunTable
+                                        page=page
+                                        selected=selected
+                                        can_act=can_act
+                                        trace_links=trace_links
+                                    />
+                                }
+                                    .into_any()
+                            }
                             Ok(RunsAnswer::BadFilter(e)) => {
-                                view! { <p class="banner banner-error" role="alert" data-testid="bad-filter">{e.to_string()}</p> }
+                                view! {
+                                    <p class="banner banner-error" role="alert" data-testid="bad-filter">
+                                        {e.to_string()}
+                                    </p>
+                                }
                                     .into_any()
                             }
                             Err(e) => error_view("runs", e),
@@ -235,7 +345,9 @@ fn RunTable(
         return view! {
             <div class="empty" data-testid="no-runs">
                 <p>"No runs match these filters."</p>
-                <p class="muted">"Healthy runs end in a token or an action; failures show up here as they happen."</p>
+                <p class="muted">
+                    "Healthy runs end in a token or an action; failures show up here as they happen."
+                </p>
             </div>
         }
         .into_any();
@@ -244,21 +356,46 @@ fn RunTable(
         <table class="grid runs" data-testid="runs">
             <thead>
                 <tr>
-                    {move || can_act.get().then(|| view! { <th scope="col"><span class="visually-hidden">"Select"</span></th> })}
-                    <th scope="col">"State"</th>
-                    <th scope="col">"Task"</th>
-                    <th scope="col">"Worker"</th>
-                    <th scope="col" class="num" title="lease epoch (fencing token)">"Epoch"</th>
-                    <th scope="col">"Claimed"</th>
-                    <th scope="col" class="num">"Took"</th>
-                    <th scope="col">"Output / error"</th>
+                    {move || {
+                        can_act
+                            .get()
+                            .then(|| {
+                                view! {
+                                    <th scope="col">
+                                        <span class="visually-hidden">"Select"</span>
+                                    </th>
+                                }
+                            })
+                    }} <th scope="col">"State"</th> <th scope="col">"Task"</th> <th scope="col">"Worker"</th>
+                    <th scope="col" class="num" title="lease epoch (fencing token)">
+                        "Epoch"
+                    </th> <th scope="col">"Claimed"</th> <th scope="col" class="num">
+                        "Took"
+                    </th> <th scope="col">"Output / error"</th>
                 </tr>
             </thead>
-            <tbody>{page.runs.into_iter().map(|item| view! { <RunRow item=item selected=selected can_act=can_act trace_links=trace_links /> }).collect_view()}</tbody>
+            <tbody>
+                {page
+                    .runs
+                    .into_iter()
+                    .map(|item| {
+                        view! {
+                            <RunRow item=item selected=selected can_act=can_act trace_links=trace_links />
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
         </table>
         <nav class="pager" aria-label="Pages">
             {newest_href.map(|h| view! { <a href=h>"↑ Newest"</a> })}
-            {next_href.map(|h| view! { <a href=h rel="next" data-testid="next-page">"Next page →"</a> })}
+            {next_href
+                .map(|h| {
+                    view! {
+                        <a href=h rel="next" data-testid="next-page">
+                            "Next page →"
+                        </a>
+                    }
+                })}
         </nav>
     }
     .into_any()
@@ -299,41 +436,99 @@ fn RunRow(
     };
     view! {
         <tr data-row="" class=format!("row-{}", run.state.as_str()) data-state=run.state.as_str()>
-            {move || can_act.get().then(|| view! {
-                <td>
-                    <input type="checkbox" data-testid="select-task" aria-label=format!("select task #{task_id}")
-                        prop:checked=move || selected.get().contains(&task_id)
-                        on:change=move |ev| {
-                            let on = event_target_checked(&ev);
-                            selected.update(|s| {
-                                s.retain(|id| *id != task_id);
-                                if on { s.push(task_id); }
-                            });
-                        } />
-                </td>
-            })}
-            <td><StateBadge state=run.state cause=run.cause /></td>
+            {move || {
+                can_act
+                    .get()
+                    .then(|| {
+                        view! {
+                            <td>
+                                <input
+                                    type="checkbox"
+                                    data-testid="select-task"
+                                    aria-label=format!("select task #{task_id}")
+                                    prop:checked=move || selected.get().contains(&task_id)
+                                    on:change=move |ev| {
+                                        let on = event_target_checked(&ev);
+                                        selected
+                                            .update(|s| {
+                                                s.retain(|id| *id != task_id);
+                                                if on {
+                                                    s.push(task_id);
+                                                }
+                                            });
+                                    }
+                                />
+                            </td>
+                        }
+                    })
+            }}
+            <td>
+                <StateBadge state=run.state cause=run.cause />
+            </td>
             <td>
                 <a href=format!("/tasks/{}", run.task_id)>{format!("#{}", run.task_id)}</a>
-                {move || can_act.get().then(|| view! {
-                    " "<a class="row-action" data-testid="row-requeue" href=format!("/tasks/{task_id}?act=requeue&run={run_id}")>"re-queue…"</a>
-                })}
+                {move || {
+                    can_act
+                        .get()
+                        .then(|| {
+                            view! {
+                                " "
+                                <a
+                                    class="row-action"
+                                    data-testid="row-requeue"
+                                    href=format!("/tasks/{task_id}?act=requeue&run={run_id}")
+                                >
+                                    "re-queue…"
+                                </a>
+                            }
+                        })
+                }}
                 " "
                 <span class="muted">{item.kind}</span>
-                {(item.safety == lastword_core::Safety::Unsafe).then(|| view! { <span class="tag tag-unsafe" title="running it twice is not harmless">"unsafe"</span> })}
+                {(item.safety == lastword_core::Safety::Unsafe)
+                    .then(|| {
+                        view! {
+                            <span class="tag tag-unsafe" title="running it twice is not harmless">
+                                "unsafe"
+                            </span>
+                        }
+                    })}
             </td>
-            <td><a href=format!("/failures?worker={}", lastword_core::query::encode_component(&run.worker))>{run.worker.clone()}</a></td>
-            <td class="num">{run.lease_epoch}{run.reclaim_reason.map(|c| view! {
-                " "<span class="reclaim-reason" data-reclaim=c.as_str() title=c.label()>{c.short()}</span>
-            })}</td>
-            <td><Time t=run.claimed_at short=true /></td>
+            <td>
+                <a href=format!(
+                    "/failures?worker={}",
+                    lastword_core::query::encode_component(&run.worker),
+                )>{run.worker.clone()}</a>
+            </td>
+            <td class="num">
+                {run.lease_epoch}
+                {run
+                    .reclaim_reason
+                    .map(|c| {
+                        view! {
+                            " "
+                            <span class="reclaim-reason" data-reclaim=c.as_str() title=c.label()>
+                                {c.short()}
+                            </span>
+                        }
+                    })}
+            </td>
+            <td>
+                <Time t=run.claimed_at short=true />
+            </td>
             <td class="num">{took.unwrap_or_else(|| "—".to_string())}</td>
             <td class="detail">
                 {detail}
-                {item.text_truncated.then(|| view! {
-                    "… "<a class="muted" data-testid="full-text" href=format!("/tasks/{task_id}")>"full text"</a>
-                })}
-                " "<TraceLink trace_id=run.trace_id.clone() links=trace_links />
+                {item
+                    .text_truncated
+                    .then(|| {
+                        view! {
+                            "… "
+                            <a class="muted" data-testid="full-text" href=format!("/tasks/{task_id}")>
+                                "full text"
+                            </a>
+                        }
+                    })} " "<TraceLink trace_id=run.trace_id.clone() links=trace_links />
             </td>
         </tr>
     }

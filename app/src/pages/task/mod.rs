@@ -79,22 +79,33 @@ pub fn TaskPage() -> impl IntoView {
         // `try_get`: on the server the title is written into the page's head from outside this
         // page's reactive owner, once the owner may already be gone (seen under concurrent
         // renders: a panic, "accessed a reactive value … already disposed").
-        <Title text=move || id.try_get().flatten().map(|i| format!("Task #{i}")).unwrap_or_else(|| "Task".into()) />
+        <Title text=move || {
+            id.try_get().flatten().map(|i| format!("Task #{i}")).unwrap_or_else(|| "Task".into())
+        } />
         <section class="page">
             <ActionFeedback ui=ui />
-            <Suspense fallback=|| view! { <p class="muted">"Loading the task…"</p> }>
+            <Suspense fallback=|| {
+                view! { <p class="muted">"Loading the task…"</p> }
+            }>
                 {move || {
                     detail
                         .get()
                         .map(|r| match r {
-                            Ok(Some(d)) => view! { <TaskBody detail=d ui=ui submit=submit pending=pending /> }.into_any(),
-                            Ok(None) => view! {
-                                <div class="empty">
-                                    <h1>"No such task"</h1>
-                                    <p>"It may have been deleted, or the id is wrong. "<a href="/failures">"Back to failures"</a></p>
-                                </div>
+                            Ok(Some(d)) => {
+                                view! { <TaskBody detail=d ui=ui submit=submit pending=pending /> }.into_any()
                             }
-                            .into_any(),
+                            Ok(None) => {
+                                view! {
+                                    <div class="empty">
+                                        <h1>"No such task"</h1>
+                                        <p>
+                                            "It may have been deleted, or the id is wrong. "
+                                            <a href="/failures">"Back to failures"</a>
+                                        </p>
+                                    </div>
+                                }
+                                    .into_any()
+                            }
                             Err(e) => error_view("the task", e),
                         })
                 }}
@@ -124,89 +135,214 @@ fn TaskBody(
             <h1>{format!("Task #{}", t.id)}</h1>
             <span class="muted">{t.kind.clone()}</span>
             <span class=format!("tag status-{}", t.status)>{t.status.as_str()}</span>
-            {(t.dead_reason == Some(lastword_core::DeadReason::Loop)).then(|| view! {
-                <span class="tag tag-alert" data-testid="quarantined" title="a runner stopped claiming it after a streak of failed claims">
-                    "quarantined: re-claim loop"
-                </span>
-            })}
-            {(t.safety == lastword_core::Safety::Unsafe).then(|| view! { <span class="tag tag-unsafe">"unsafe"</span> })}
-            {detail.double_execution.then(|| view! { <span class="tag tag-double" data-testid="double-execution">"⧉ executed twice"</span> })}
-            {detail.needs_compensation.then(|| view! { <span class="tag tag-alert" data-testid="needs-compensation">"⚠ needs compensation"</span> })}
+            {(t.dead_reason == Some(lastword_core::DeadReason::Loop))
+                .then(|| {
+                    view! {
+                        <span
+                            class="tag tag-alert"
+                            data-testid="quarantined"
+                            title="a runner stopped claiming it after a streak of failed claims"
+                        >
+                            "quarantined: re-claim loop"
+                        </span>
+                    }
+                })}
+            {(t.safety == lastword_core::Safety::Unsafe)
+                .then(|| view! { <span class="tag tag-unsafe">"unsafe"</span> })}
+            {detail
+                .double_execution
+                .then(|| {
+                    view! {
+                        <span class="tag tag-double" data-testid="double-execution">
+                            "⧉ executed twice"
+                        </span>
+                    }
+                })}
+            {detail
+                .needs_compensation
+                .then(|| {
+                    view! {
+                        <span class="tag tag-alert" data-testid="needs-compensation">
+                            "⚠ needs compensation"
+                        </span>
+                    }
+                })}
             <span class="spacer"></span>
             <span class="exports">
                 "Export: "
-                <a href=format!("/api/v1/tasks/{}/export?format=md", t.id) download=format!("task-{}.md", t.id) data-testid="export-md">"Markdown"</a>
-                " · "
-                <a href=format!("/api/v1/tasks/{}/export?format=json", t.id) download=format!("task-{}.json", t.id) data-testid="export-json">"JSON"</a>
+                <a
+                    href=format!("/api/v1/tasks/{}/export?format=md", t.id)
+                    download=format!("task-{}.md", t.id)
+                    data-testid="export-md"
+                >
+                    "Markdown"
+                </a> " · "
+                <a
+                    href=format!("/api/v1/tasks/{}/export?format=json", t.id)
+                    download=format!("task-{}.json", t.id)
+                    data-testid="export-json"
+                >
+                    "JSON"
+                </a>
             </span>
         </header>
-        {detail.acknowledgements.iter().map(|a| {
-            let what = a.attention.map(|k| k.label()).unwrap_or("attention");
-            view! {
-                <p class="banner banner-ack" data-testid="acknowledged">
-                    <strong>{format!("⚑ {what}: taken by {}", a.actor)}</strong>" "<Time t=a.created_at />
-                    {format!(" — {}", a.reason)}
-                </p>
-            }
-        }).collect_view()}
-        {detail.attention.iter().filter(|k| !detail.acknowledgements.iter().any(|a| a.attention == Some(**k))).map(|k| view! {
-            <p class="banner banner-warn" data-testid="unacknowledged">{format!("Needs someone: {} — nobody has taken it yet.", k.label())}</p>
-        }).collect_view()}
-        {t.compensated_at.map(|at| view! {
-            <p class="banner banner-ok" data-testid="compensated">
-                {format!("Compensated by {} ", t.compensated_by.clone().unwrap_or_default())}
-                <Time t=at />
-                {format!(": {}", t.compensation_reason.clone().unwrap_or_default())}
-                {t.compensation_ref.clone().map(|r| format!(" (ref {r})"))}
-            </p>
-        })}
-        {move || can_act.get().then(|| {
-            let doomed = retry.get().doomed_by(for_actions.runs.last());
-            view! { <TaskActions detail=for_actions.clone() ui=ui submit=submit pending=pending doomed=doomed /> }
-        })}
+        {detail
+            .acknowledgements
+            .iter()
+            .map(|a| {
+                let what = a.attention.map(|k| k.label()).unwrap_or("attention");
+                view! {
+                    <p class="banner banner-ack" data-testid="acknowledged">
+                        <strong>{format!("⚑ {what}: taken by {}", a.actor)}</strong>
+                        " "
+                        <Time t=a.created_at />
+                        {format!(" — {}", a.reason)}
+                    </p>
+                }
+            })
+            .collect_view()}
+        {detail
+            .attention
+            .iter()
+            .filter(|k| !detail.acknowledgements.iter().any(|a| a.attention == Some(**k)))
+            .map(|k| {
+                view! {
+                    <p class="banner banner-warn" data-testid="unacknowledged">
+                        {format!("Needs someone: {} — nobody has taken it yet.", k.label())}
+                    </p>
+                }
+            })
+            .collect_view()}
+        {t
+            .compensated_at
+            .map(|at| {
+                view! {
+                    <p class="banner banner-ok" data-testid="compensated">
+                        {format!("Compensated by {} ", t.compensated_by.clone().unwrap_or_default())}
+                        <Time t=at />
+                        {format!(": {}", t.compensation_reason.clone().unwrap_or_default())}
+                        {t.compensation_ref.clone().map(|r| format!(" (ref {r})"))}
+                    </p>
+                }
+            })}
+        {move || {
+            can_act
+                .get()
+                .then(|| {
+                    let doomed = retry.get().doomed_by(for_actions.runs.last());
+                    view! {
+                        <TaskActions
+                            detail=for_actions.clone()
+                            ui=ui
+                            submit=submit
+                            pending=pending
+                            doomed=doomed
+                        />
+                    }
+                })
+        }}
         <div class="two-col">
             <dl class="facts">
-                <div><dt>"Source"</dt><dd>{t.source.as_str()}</dd></div>
-                <div><dt>"Safety"</dt><dd>{t.safety.as_str()}</dd></div>
-                <div><dt>"Attempts"</dt><dd>{format!("{} of {}", t.attempts, t.max_attempts)}</dd></div>
-                <div><dt>"Created"</dt><dd><Time t=t.created_at /></dd></div>
-                <div><dt>"Updated"</dt><dd><Time t=t.updated_at /></dd></div>
-                <div><dt>"Result"</dt><dd><LongText text=t.result.clone().unwrap_or_else(|| "—".into()) /></dd></div>
-                <div><dt>"Payload"</dt><dd><code>{t.payload.to_string()}</code></dd></div>
+                <div>
+                    <dt>"Source"</dt>
+                    <dd>{t.source.as_str()}</dd>
+                </div>
+                <div>
+                    <dt>"Safety"</dt>
+                    <dd>{t.safety.as_str()}</dd>
+                </div>
+                <div>
+                    <dt>"Attempts"</dt>
+                    <dd>{format!("{} of {}", t.attempts, t.max_attempts)}</dd>
+                </div>
+                <div>
+                    <dt>"Created"</dt>
+                    <dd>
+                        <Time t=t.created_at />
+                    </dd>
+                </div>
+                <div>
+                    <dt>"Updated"</dt>
+                    <dd>
+                        <Time t=t.updated_at />
+                    </dd>
+                </div>
+                <div>
+                    <dt>"Result"</dt>
+                    <dd>
+                        <LongText text=t.result.clone().unwrap_or_else(|| "—".into()) />
+                    </dd>
+                </div>
+                <div>
+                    <dt>"Payload"</dt>
+                    <dd>
+                        <code>{t.payload.to_string()}</code>
+                    </dd>
+                </div>
             </dl>
             <section class="lease" aria-labelledby="lease-title" data-testid="lease">
                 <h2 id="lease-title">"Current lease"</h2>
                 {match t.owner.clone() {
-                    None => view! { <p class="muted">{format!("Not leased (epoch {}).", t.lease_epoch)}</p> }.into_any(),
-                    Some(owner) => view! {
-                        <dl class="facts">
-                            <div><dt>"Holder"</dt><dd><a href=format!("/failures?worker={}&state=running,silent", encode_component(&owner))>{owner.clone()}</a></dd></div>
-                            <div><dt>"Epoch"</dt><dd title="fencing token">{t.lease_epoch}</dd></div>
-                            <div>
-                                <dt>"Expires"</dt>
-                                <dd data-testid="lease-countdown">
-                                    {move || match expires {
-                                        Some(e) if e > prefs.now.get() => format!("{} (live)", relative(e, prefs.now.get())),
-                                        Some(e) => format!("lapsed {}", relative(e, prefs.now.get())),
-                                        None => "—".into(),
-                                    }}
-                                </dd>
-                            </div>
-                            <div>
-                                <dt>"Last heartbeat"</dt>
-                                <dd>
-                                    {move || heartbeat.map(|h| relative(h, prefs.now.get())).unwrap_or_else(|| "never".into())}
-                                    {heartbeat.zip(expires).map(|(h, e)| {
-                                        let used = Signal::derive(move || {
-                                            lease_used_percent((prefs.now.get() - h).num_milliseconds(), (e - h).num_milliseconds())
-                                        });
-                                        view! { " " <LeaseMeter used=used /> }
-                                    })}
-                                </dd>
-                            </div>
-                        </dl>
+                    None => {
+                        view! { <p class="muted">{format!("Not leased (epoch {}).", t.lease_epoch)}</p> }
+                            .into_any()
                     }
-                    .into_any(),
+                    Some(owner) => {
+                        view! {
+                            <dl class="facts">
+                                <div>
+                                    <dt>"Holder"</dt>
+                                    <dd>
+                                        <a href=format!(
+                                            "/failures?worker={}&state=running,silent",
+                                            encode_component(&owner),
+                                        )>{owner.clone()}</a>
+                                    </dd>
+                                </div>
+                                <div>
+                                    <dt>"Epoch"</dt>
+                                    <dd title="fencing token">{t.lease_epoch}</dd>
+                                </div>
+                                <div>
+                                    <dt>"Expires"</dt>
+                                    <dd data-testid="lease-countdown">
+                                        {move || match expires {
+                                            Some(e) if e > prefs.now.get() => {
+                                                format!("{} (live)", relative(e, prefs.now.get()))
+                                            }
+                                            Some(e) => format!("lapsed {}", relative(e, prefs.now.get())),
+                                            None => "—".into(),
+                                        }}
+                                    </dd>
+                                </div>
+                                <div>
+                                    <dt>"Last heartbeat"</dt>
+                                    <dd>
+                                        {move || {
+                                            heartbeat
+                                                .map(|h| relative(h, prefs.now.get()))
+                                                .unwrap_or_else(|| "never".into())
+                                        }}
+                                        {heartbeat
+                                            .zip(expires)
+                                            .map(|(h, e)| {
+                                                let used = Signal::derive(move || {
+                                                    lease_used_percent(
+                                                        (prefs.now.get() - h).num_milliseconds(),
+                                                        (e - h).num_milliseconds(),
+                                                    )
+                                                });
+                                                view! {
+                                                    " "
+                                                    <LeaseMeter used=used />
+                                                }
+                                            })}
+                                    </dd>
+                                </div>
+                            </dl>
+                        }
+                            .into_any()
+                    }
                 }}
             </section>
         </div>
@@ -217,36 +353,77 @@ fn TaskBody(
         <section aria-labelledby="runs-title">
             <h2 id="runs-title">{format!("Runs ({})", detail.runs.len())}</h2>
             <table class="grid" data-testid="task-runs">
-                <thead><tr>
-                    <th scope="col">"Epoch"</th><th scope="col" title="why this claim took the task from the run before it">"Re-claimed"</th>
-                    <th scope="col">"Worker"</th><th scope="col">"State"</th>
-                    <th scope="col">"Claimed"</th><th scope="col">"Finished"</th><th scope="col" title="rows matched by the final owner-guarded write">"Final write"</th>
-                    <th scope="col">"Output / error"</th>
-                </tr></thead>
+                <thead>
+                    <tr>
+                        <th scope="col">"Epoch"</th>
+                        <th scope="col" title="why this claim took the task from the run before it">
+                            "Re-claimed"
+                        </th>
+                        <th scope="col">"Worker"</th>
+                        <th scope="col">"State"</th>
+                        <th scope="col">"Claimed"</th>
+                        <th scope="col">"Finished"</th>
+                        <th scope="col" title="rows matched by the final owner-guarded write">
+                            "Final write"
+                        </th>
+                        <th scope="col">"Output / error"</th>
+                    </tr>
+                </thead>
                 <tbody>
-                    {detail.runs.iter().map(|r| {
-                        let write = match r.completion_rows { Some(0) => "rejected (0 rows)", Some(_) => "accepted", None => "—" };
-                        let text = match (&r.error, &r.error_detail) {
-                            (Some(e), Some(d)) => format!("{e}: {d}"),
-                            (Some(e), None) => e.clone(),
-                            _ => r.output.clone().unwrap_or_default(),
-                        };
-                        view! {
-                            <tr data-row="" class=format!("row-{}", r.state.as_str())>
-                                <td class="num">{r.lease_epoch}</td>
-                                <td data-reclaim=r.reclaim_reason.map(|c| c.as_str())>{match r.reclaim_reason {
-                                    Some(c) => view! { <span title=c.label()>{c.short()}</span> }.into_any(),
-                                    None => view! { <span class="muted">"first claim"</span> }.into_any(),
-                                }}</td>
-                                <td><a href=format!("/failures?worker={}", encode_component(&r.worker))>{r.worker.clone()}</a></td>
-                                <td><StateBadge state=r.state cause=r.cause /></td>
-                                <td><Time t=r.claimed_at short=true /></td>
-                                <td>{r.finished_at.map(|f| view! { <Time t=f short=true /> })}</td>
-                                <td>{write}</td>
-                                <td class="detail"><LongText text=text />" "<TraceLink trace_id=r.trace_id.clone() links=trace_links /></td>
-                            </tr>
-                        }
-                    }).collect_view()}
+                    {detail
+                        .runs
+                        .iter()
+                        .map(|r| {
+                            let write = match r.completion_rows {
+                                Some(0) => "rejected (0 rows)",
+                                Some(_) => "accepted",
+                                None => "—",
+                            };
+                            let text = match (&r.error, &r.error_detail) {
+                                (Some(e), Some(d)) => format!("{e}: {d}"),
+                                (Some(e), None) => e.clone(),
+                                _ => r.output.clone().unwrap_or_default(),
+                            };
+                            view! {
+                                <tr data-row="" class=format!("row-{}", r.state.as_str())>
+                                    <td class="num">{r.lease_epoch}</td>
+                                    <td data-reclaim=r
+                                        .reclaim_reason
+                                        .map(|c| {
+                                            c.as_str()
+                                        })>
+                                        {match r.reclaim_reason {
+                                            Some(c) => {
+                                                view! { <span title=c.label()>{c.short()}</span> }.into_any()
+                                            }
+                                            None => {
+                                                view! { <span class="muted">"first claim"</span> }.into_any()
+                                            }
+                                        }}
+                                    </td>
+                                    <td>
+                                        <a href=format!(
+                                            "/failures?worker={}",
+                                            encode_component(&r.worker),
+                                        )>{r.worker.clone()}</a>
+                                    </td>
+                                    <td>
+                                        <StateBadge state=r.state cause=r.cause />
+                                    </td>
+                                    <td>
+                                        <Time t=r.claimed_at short=true />
+                                    </td>
+                                    <td>{r.finished_at.map(|f| view! { <Time t=f short=true /> })}</td>
+                                    <td>{write}</td>
+                                    <td class="detail">
+                                        <LongText text=text />
+                                        " "
+                                        <TraceLink trace_id=r.trace_id.clone() links=trace_links />
+                                    </td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
                 </tbody>
             </table>
         </section>
@@ -257,14 +434,41 @@ fn TaskBody(
             } else {
                 view! {
                     <table class="grid" data-testid="effects">
-                        <thead><tr><th scope="col">"Kind"</th><th scope="col">"Idempotency key"</th><th scope="col" title="the fencing token of the run that caused it">"Epoch"</th><th scope="col">"Run"</th><th scope="col">"At"</th></tr></thead>
+                        <thead>
+                            <tr>
+                                <th scope="col">"Kind"</th>
+                                <th scope="col">"Idempotency key"</th>
+                                <th scope="col" title="the fencing token of the run that caused it">
+                                    "Epoch"
+                                </th>
+                                <th scope="col">"Run"</th>
+                                <th scope="col">"At"</th>
+                            </tr>
+                        </thead>
                         <tbody>
-                            {detail.effects.iter().map(|e| view! {
-                                <tr><td>{e.kind.clone()}</td><td><code>{e.idempotency_key.clone()}</code></td><td class="num">{e.lease_epoch}</td><td class="num">{e.run_id}</td><td><Time t=e.created_at short=true /></td></tr>
-                            }).collect_view()}
+                            {detail
+                                .effects
+                                .iter()
+                                .map(|e| {
+                                    view! {
+                                        <tr>
+                                            <td>{e.kind.clone()}</td>
+                                            <td>
+                                                <code>{e.idempotency_key.clone()}</code>
+                                            </td>
+                                            <td class="num">{e.lease_epoch}</td>
+                                            <td class="num">{e.run_id}</td>
+                                            <td>
+                                                <Time t=e.created_at short=true />
+                                            </td>
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
                         </tbody>
                     </table>
-                }.into_any()
+                }
+                    .into_any()
             }}
         </section>
         <section aria-labelledby="audit-title">
@@ -274,10 +478,23 @@ fn TaskBody(
             } else {
                 view! {
                     <ul class="audit" data-testid="task-audit">
-                        {detail.audit.iter().map(|a| view! { <li><AuditLine action=a.clone() /></li> }).collect_view()}
+                        {detail
+                            .audit
+                            .iter()
+                            .map(|a| {
+                                view! {
+                                    <li>
+                                        <AuditLine action=a.clone() />
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
                     </ul>
-                    <p><a href=format!("/audit?task={}", t.id)>"This task in the audit log"</a></p>
-                }.into_any()
+                    <p>
+                        <a href=format!("/audit?task={}", t.id)>"This task in the audit log"</a>
+                    </p>
+                }
+                    .into_any()
             }}
         </section>
     }
@@ -309,14 +526,23 @@ fn Story(runs: Vec<Run>, effects: Vec<Effect>, now: DateTime<Utc>) -> impl IntoV
             let (mid_y, bar_h) = (l.mid_y(lane), l.bar_h());
             let expiry = lane.expiry.map(|tick| {
                 view! {
-                    <line class=if tick.lapsed { "expiry lapsed" } else { "expiry" } x1=tick.x x2=tick.x y1=lane.y - 2.0 y2=lane.y + bar_h + 2.0>
+                    <line
+                        class=if tick.lapsed { "expiry lapsed" } else { "expiry" }
+                        x1=tick.x
+                        x2=tick.x
+                        y1=lane.y - 2.0
+                        y2=lane.y + bar_h + 2.0
+                    >
                         <title>{if tick.lapsed { "lease lapsed here" } else { "lease expiry" }}</title>
                     </line>
                 }
             });
             let rejected = lane.rejected_x.map(|fx| {
                 view! {
-                    <text class="rejected" x=fx - 5.0 y=mid_y + 6.0>"✕"<title>"final write rejected: the lease was lost"</title></text>
+                    <text class="rejected" x=fx - 5.0 y=mid_y + 6.0>
+                        "✕"
+                        <title>"final write rejected: the lease was lost"</title>
+                    </text>
                 }
             });
             let run_effects = lane
@@ -326,15 +552,31 @@ fn Story(runs: Vec<Run>, effects: Vec<Effect>, now: DateTime<Utc>) -> impl IntoV
                     let e = &effects[k];
                     view! {
                         <circle class="effect" cx=cx cy=mid_y r=5>
-                            <title>{format!("effect {} under epoch {} ({})", e.kind, e.lease_epoch, e.idempotency_key)}</title>
+                            <title>
+                                {format!(
+                                    "effect {} under epoch {} ({})",
+                                    e.kind,
+                                    e.lease_epoch,
+                                    e.idempotency_key,
+                                )}
+                            </title>
                         </circle>
                     }
                 })
                 .collect_view();
             view! {
                 <g class=format!("lane state-{}", r.state.as_str()) data-epoch=r.lease_epoch data-run=r.id>
-                    <text class="lane-label" x=4 y=mid_y + 4.0>{format!("{} · epoch {}", r.worker, r.lease_epoch)}</text>
-                    <rect class=format!("bar state-{}", r.state.as_str()) x=lane.bar.0 y=lane.y width=lane.bar.1 height=bar_h rx=3>
+                    <text class="lane-label" x=4 y=mid_y + 4.0>
+                        {format!("{} · epoch {}", r.worker, r.lease_epoch)}
+                    </text>
+                    <rect
+                        class=format!("bar state-{}", r.state.as_str())
+                        x=lane.bar.0
+                        y=lane.y
+                        width=lane.bar.1
+                        height=bar_h
+                        rx=3
+                    >
                         <title>{format!("{}: {}", r.worker, r.state.as_str())}</title>
                     </rect>
                     {expiry}
@@ -351,19 +593,33 @@ fn Story(runs: Vec<Run>, effects: Vec<Effect>, now: DateTime<Utc>) -> impl IntoV
         .map(|c| {
             view! {
                 <path class="reclaim" d=c.path() data-from-run=c.from_run data-to-run=c.to_run>
-                    <title>{format!("{} re-claimed after {}'s lease lapsed", worker_of(c.to_run), worker_of(c.from_run))}</title>
+                    <title>
+                        {format!(
+                            "{} re-claimed after {}'s lease lapsed",
+                            worker_of(c.to_run),
+                            worker_of(c.from_run),
+                        )}
+                    </title>
                 </path>
             }
         })
         .collect_view();
     view! {
         <figure class="story" data-testid="story">
-            <svg viewBox=format!("0 0 {} {}", l.g.width, l.height()) role="img" aria-label="Every attempt on one time axis">
+            <svg
+                viewBox=format!("0 0 {} {}", l.g.width, l.height())
+                role="img"
+                aria-label="Every attempt on one time axis"
+            >
                 {shaded}
                 {lanes}
                 {reclaims}
-                <text class="axis" x=l.g.label_w y=l.axis_y()>{l.span.0.format("%H:%M:%S UTC").to_string()}</text>
-                <text class="axis" text-anchor="end" x=l.g.width - l.g.right_pad y=l.axis_y()>{l.span.1.format("%H:%M:%S UTC").to_string()}</text>
+                <text class="axis" x=l.g.label_w y=l.axis_y()>
+                    {l.span.0.format("%H:%M:%S UTC").to_string()}
+                </text>
+                <text class="axis" text-anchor="end" x=l.g.width - l.g.right_pad y=l.axis_y()>
+                    {l.span.1.format("%H:%M:%S UTC").to_string()}
+                </text>
             </svg>
             <figcaption class="muted">
                 "Bars: runs from claim to finish. Tick: lease expiry (red when it lapsed before the run ended). "

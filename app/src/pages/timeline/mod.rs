@@ -243,83 +243,202 @@ pub fn TimelinePage() -> impl IntoView {
     let prefs = crate::components::time::use_time_prefs();
     let state_options = move || {
         let chosen = q.with(|q| q.state);
-        std::iter::once(view! { <option value="" selected=chosen.is_none()>"any state"</option> }.into_any())
-            .chain(RunState::ALL.into_iter().map(move |s| {
-                view! { <option value=s.as_str() selected=chosen == Some(s)>{state_mark(s).1}</option> }
-                    .into_any()
-            }))
-            .collect_view()
+        std::iter::once(
+            view! {
+                <option value="" selected=chosen.is_none()>
+                    "any state"
+                </option>
+            }
+            .into_any(),
+        )
+        .chain(RunState::ALL.into_iter().map(move |s| {
+            view! {
+                <option value=s.as_str() selected=chosen == Some(s)>
+                    {state_mark(s).1}
+                </option>
+            }
+            .into_any()
+        }))
+        .collect_view()
     };
 
+    let toggle_pause = move |_| {
+        let resuming = paused.get_untracked();
+        paused.update(|p| *p = !*p);
+        paused_at.set((!resuming).then(|| prefs.now.get_untracked()));
+        // Resuming with changes missed: the window is read again, whole.
+        if resuming && waiting.get_untracked() > 0 {
+            refetch.update(|n| *n += 1);
+        }
+        waiting.set(0);
+    };
     view! {
         <Title text="Live timeline" />
         <section class="page">
             <header class="page-head">
                 <h1>"Live timeline"</h1>
                 <nav class="segmented" aria-label="Window">
-                    {ZOOMS.into_iter().map(|m| view! {
-                        <a href=move || q.with(|q| q.altered(|n| { n.minutes = m; n.zoom = None; }).href())
-                            aria-current=move || q.with(|q| q.zoom.is_none() && q.minutes == m).then_some("page")>
-                            {if m < 60 { format!("{m} min") } else { format!("{} h", m / 60) }}
-                        </a>
-                    }).collect_view()}
+                    {ZOOMS
+                        .into_iter()
+                        .map(|m| {
+                            view! {
+                                <a
+                                    href=move || {
+                                        q.with(|q| {
+                                            q.altered(|n| {
+                                                    n.minutes = m;
+                                                    n.zoom = None;
+                                                })
+                                                .href()
+                                        })
+                                    }
+                                    aria-current=move || {
+                                        q.with(|q| q.zoom.is_none() && q.minutes == m).then_some("page")
+                                    }
+                                >
+                                    {if m < 60 { format!("{m} min") } else { format!("{} h", m / 60) }}
+                                </a>
+                            }
+                        })
+                        .collect_view()}
                 </nav>
                 <nav class="segmented" aria-label="Lane order">
-                    {[(LaneOrder::RecentFailure, "recent failure first"), (LaneOrder::ByName, "by name")].into_iter().map(|(o, label)| view! {
-                        <a href=move || q.with(|q| q.altered(|n| n.order = o).href()) aria-current=move || (q.with(|q| q.order) == o).then_some("page")>{label}</a>
-                    }).collect_view()}
+                    {[(LaneOrder::RecentFailure, "recent failure first"), (LaneOrder::ByName, "by name")]
+                        .into_iter()
+                        .map(|(o, label)| {
+                            view! {
+                                <a
+                                    href=move || q.with(|q| q.altered(|n| n.order = o).href())
+                                    aria-current=move || (q.with(|q| q.order) == o).then_some("page")
+                                >
+                                    {label}
+                                </a>
+                            }
+                        })
+                        .collect_view()}
                 </nav>
                 <nav class="segmented" aria-label="Lanes">
-                    {LaneBy::ALL.into_iter().map(|b| view! {
-                        <a href=move || q.with(|q| q.altered(|n| n.by = b).href()) aria-current=move || (q.with(|q| q.by) == b).then_some("page")>
-                            {format!("per {}", b.as_str())}
-                        </a>
-                    }).collect_view()}
+                    {LaneBy::ALL
+                        .into_iter()
+                        .map(|b| {
+                            view! {
+                                <a
+                                    href=move || q.with(|q| q.altered(|n| n.by = b).href())
+                                    aria-current=move || (q.with(|q| q.by) == b).then_some("page")
+                                >
+                                    {format!("per {}", b.as_str())}
+                                </a>
+                            }
+                        })
+                        .collect_view()}
                 </nav>
-                <button type="button" class="btn" data-testid="pause" aria-pressed=move || paused.get().to_string()
-                    on:click=move |_| {
-                        let resuming = paused.get_untracked();
-                        paused.update(|p| *p = !*p);
-                        paused_at.set((!resuming).then(|| prefs.now.get_untracked()));
-                        // Resuming with changes missed: the window is read again, whole.
-                        if resuming && waiting.get_untracked() > 0 {
-                            refetch.update(|n| *n += 1);
-                        }
-                        waiting.set(0);
-                    }>
+                <button
+                    type="button"
+                    class="btn"
+                    data-testid="pause"
+                    aria-pressed=move || paused.get().to_string()
+                    on:click=toggle_pause
+                >
                     {move || if paused.get() { "▶ Resume" } else { "❚❚ Pause" }}
                 </button>
-                <span class="muted" data-testid="waiting">{move || (paused.get() && waiting.get() > 0).then(|| format!("{} updates waiting", waiting.get()))}</span>
+                <span class="muted" data-testid="waiting">
+                    {move || {
+                        (paused.get() && waiting.get() > 0)
+                            .then(|| format!("{} updates waiting", waiting.get()))
+                    }}
+                </span>
                 <Legend />
             </header>
             <form class="filters timeline-filters" method="get" action="/timeline" aria-label="Filter lanes">
                 <input type="hidden" name="minutes" value=move || q.with(|q| q.minutes.to_string()) />
                 <input type="hidden" name="order" value=move || q.with(|q| q.order.as_str()) />
                 <input type="hidden" name="by" value=move || q.with(|q| q.by.as_str()) />
-                {move || q.with(|q| q.zoom.map(|(a, b)| view! {
-                    <input type="hidden" name="from" value=a.to_rfc3339_opts(chrono::SecondsFormat::Millis, true) />
-                    <input type="hidden" name="to" value=b.to_rfc3339_opts(chrono::SecondsFormat::Millis, true) />
-                }))}
-                <label>"worker " <input type="search" name="worker" value=move || q.with(|q| q.worker.clone()) placeholder="any" /></label>
-                <label>"kind " <input type="search" name="kind" value=move || q.with(|q| q.kind.clone()) placeholder="any" /></label>
+                {move || {
+                    q.with(|q| {
+                        q.zoom
+                            .map(|(a, b)| {
+                                view! {
+                                    <input
+                                        type="hidden"
+                                        name="from"
+                                        value=a.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                                    />
+                                    <input
+                                        type="hidden"
+                                        name="to"
+                                        value=b.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                                    />
+                                }
+                            })
+                    })
+                }}
+                <label>
+                    "worker "
+                    <input
+                        type="search"
+                        name="worker"
+                        value=move || q.with(|q| q.worker.clone())
+                        placeholder="any"
+                    />
+                </label>
+                <label>
+                    "kind "
+                    <input
+                        type="search"
+                        name="kind"
+                        value=move || q.with(|q| q.kind.clone())
+                        placeholder="any"
+                    />
+                </label>
                 <label>"state " <select name="state">{state_options}</select></label>
-                <button type="submit" class="btn">"Filter"</button>
-                {move || q.with(|q| q.zoom.map(|_| {
-                    let back = q.altered(|n| n.zoom = None).href();
-                    view! { <a class="btn" data-testid="zoom-out" href=back>{format!("← back to the last {} min, live", q.minutes)}</a> }
-                }))}
+                <button type="submit" class="btn">
+                    "Filter"
+                </button>
+                {move || {
+                    q.with(|q| {
+                        q.zoom
+                            .map(|_| {
+                                let back = q.altered(|n| n.zoom = None).href();
+                                view! {
+                                    <a class="btn" data-testid="zoom-out" href=back>
+                                        {format!("← back to the last {} min, live", q.minutes)}
+                                    </a>
+                                }
+                            })
+                    })
+                }}
             </form>
-            <Suspense fallback=|| view! { <p class="muted">"Loading the timeline…"</p> }>
-                {move || data.get().map(|r| match r {
-                    Ok(d) => {
-                        let d = merged.get().filter(|(on, _)| *on == d.id()).map(|(_, m)| m).unwrap_or(d);
-                        // Redrawn for a new answer or a new order, filter or lane count (those
-                        // need no new data); a pause holds the next answers back and the
-                        // drawing still (`held`), without a redraw.
-                        view! { <Swimlanes data=d query=q.get() now=prefs.now held=paused_at utc=prefs.utc hot=hot drag=drag /> }.into_any()
-                    }
-                    Err(e) => error_view("the timeline", e),
-                })}
+            <Suspense fallback=|| {
+                view! { <p class="muted">"Loading the timeline…"</p> }
+            }>
+                {move || {
+                    data.get()
+                        .map(|r| match r {
+                            Ok(d) => {
+                                let d = merged
+                                    .get()
+                                    .filter(|(on, _)| *on == d.id())
+                                    .map(|(_, m)| m)
+                                    .unwrap_or(d);
+                                // Redrawn for a new answer or a new order, filter or lane count (those
+                                // need no new data); a pause holds the next answers back and the
+                                // drawing still (`held`), without a redraw.
+                                view! {
+                                    <Swimlanes
+                                        data=d
+                                        query=q.get()
+                                        now=prefs.now
+                                        held=paused_at
+                                        utc=prefs.utc
+                                        hot=hot
+                                        drag=drag
+                                    />
+                                }
+                                    .into_any()
+                            }
+                            Err(e) => error_view("the timeline", e),
+                        })
+                }}
             </Suspense>
         </section>
     }
@@ -329,13 +448,34 @@ pub fn TimelinePage() -> impl IntoView {
 fn Legend() -> impl IntoView {
     view! {
         <ul class="legend" aria-label="Legend">
-            {RunState::ALL.into_iter().map(|s| {
-                let (glyph, label) = state_mark(s);
-                view! { <li class=format!("state-{}", s.as_str())><span class="swatch" aria-hidden="true">{glyph}</span>{label}</li> }
-            }).collect_view()}
-            {ReclaimReason::ALL.iter().copied().map(|r| view! {
-                <li class=format!("reclaim-key reason-{}", r.as_str())><span class="swatch" aria-hidden="true">"⤳"</span>{r.label()}</li>
-            }).collect_view()}
+            {RunState::ALL
+                .into_iter()
+                .map(|s| {
+                    let (glyph, label) = state_mark(s);
+                    view! {
+                        <li class=format!("state-{}", s.as_str())>
+                            <span class="swatch" aria-hidden="true">
+                                {glyph}
+                            </span>
+                            {label}
+                        </li>
+                    }
+                })
+                .collect_view()}
+            {ReclaimReason::ALL
+                .iter()
+                .copied()
+                .map(|r| {
+                    view! {
+                        <li class=format!("reclaim-key reason-{}", r.as_str())>
+                            <span class="swatch" aria-hidden="true">
+                                "⤳"
+                            </span>
+                            {r.label()}
+                        </li>
+                    }
+                })
+                .collect_view()}
         </ul>
     }
 }
@@ -436,7 +576,11 @@ struct LaneMarks {
 
 /// Keeps `on_screen` on the lanes the chart shows in the window (with a margin), following
 /// scrolls and resizes, from the moment the page is hydrated (on the server: every lane).
-fn follow_the_screen(chart: NodeRef<leptos::svg::Svg>, on_screen: RwSignal<std::ops::Range<usize>>, rows: Rows) {
+fn follow_the_screen(
+    chart: NodeRef<leptos::svg::Svg>,
+    on_screen: RwSignal<std::ops::Range<usize>>,
+    rows: Rows,
+) {
     #[cfg(not(feature = "hydrate"))]
     let _ = (chart, on_screen, rows);
     #[cfg(feature = "hydrate")]
@@ -523,7 +667,9 @@ fn Swimlanes(
         return view! {
             <div class="empty" data-testid="timeline-empty">
                 <p>{format!("{what} {window}.")}</p>
-                <p class="muted">"Start a fleet (or `lastword demo`) and runs appear here as they are claimed."</p>
+                <p class="muted">
+                    "Start a fleet (or `lastword demo`) and runs appear here as they are claimed."
+                </p>
             </div>
         }
         .into_any();
@@ -600,7 +746,9 @@ fn Swimlanes(
                 view! {
                     <g class="tick" data-at=t.at.to_rfc3339()>
                         <line class="tick-line" x1=t.x x2=t.x y1=g.axis_h - 4.0 y2=height />
-                        <text class="tick-label" x=t.x y=g.axis_h - 7.0 text-anchor="middle">{t.label}</text>
+                        <text class="tick-label" x=t.x y=g.axis_h - 7.0 text-anchor="middle">
+                            {t.label}
+                        </text>
                     </g>
                 }
             })
@@ -613,7 +761,9 @@ fn Swimlanes(
             view! {
                 <g class="swimlane" data-lane=w.clone()>
                     <rect class="lane-bg" x=0 y=rows.top(i) width=g.width height=rows.height(i) />
-                    <text class="lane-label" x=4 y=rows.top(i) + g.label_baseline>{w.clone()}</text>
+                    <text class="lane-label" x=4 y=rows.top(i) + g.label_baseline>
+                        {w.clone()}
+                    </text>
                 </g>
             }
         })
@@ -643,9 +793,22 @@ fn Swimlanes(
                 .map(|c| {
                     let (_, label) = state_mark(c.state);
                     view! {
-                        <rect class=format!("cell state-{}", c.state.as_str()) data-count=c.count data-failures=c.failures
-                            x=c.x0 y=rows.band(c.lane).0 width=c.x1 - c.x0 height=rows.band(c.lane).1>
-                            <title>{format!("{} runs here, {} failed (most urgent: {label}). Zoom in to see them apart.", c.count, c.failures)}</title>
+                        <rect
+                            class=format!("cell state-{}", c.state.as_str())
+                            data-count=c.count
+                            data-failures=c.failures
+                            x=c.x0
+                            y=rows.band(c.lane).0
+                            width=c.x1 - c.x0
+                            height=rows.band(c.lane).1
+                        >
+                            <title>
+                                {format!(
+                                    "{} runs here, {} failed (most urgent: {label}). Zoom in to see them apart.",
+                                    c.count,
+                                    c.failures,
+                                )}
+                            </title>
                         </rect>
                     }
                 })
@@ -673,12 +836,19 @@ fn Swimlanes(
                     // The <g> root makes the macro build an SVG <a> (an HTML one would not render inside <svg>).
                     view! {
                         <g>
-                        <a href=format!("/tasks/{}", s.task) class="bar-link" class:hot=lit_up(s.task) data-run=s.run data-task=s.task data-state=state_attr>
-                            <rect class=class x=bar_x0 y=y width=width height=h rx=2>
-                                <title>{title}</title>
-                            </rect>
-                            {lapse}
-                        </a>
+                            <a
+                                href=format!("/tasks/{}", s.task)
+                                class="bar-link"
+                                class:hot=lit_up(s.task)
+                                data-run=s.run
+                                data-task=s.task
+                                data-state=state_attr
+                            >
+                                <rect class=class x=bar_x0 y=y width=width height=h rx=2>
+                                    <title>{title}</title>
+                                </rect>
+                                {lapse}
+                            </a>
                         </g>
                     }
                 })
@@ -686,10 +856,24 @@ fn Swimlanes(
             let glyph_marks = glyphs
                 .iter()
                 .map(|gl| view! {
-                    <text class="bar-glyph" data-glyph=gl.mark data-run=gl.run x=gl.x y=rows.bar(gl.lane, gl.track).0 + g.glyph_baseline>{gl.text.clone()}</text>
+                    <text
+                        class="bar-glyph"
+                        data-glyph=gl.mark
+                        data-run=gl.run
+                        x=gl.x
+                        y=rows.bar(gl.lane, gl.track).0 + g.glyph_baseline
+                    >
+                        {gl.text.clone()}
+                    </text>
                 })
                 .collect_view();
-            view! { <g class="lane-marks" data-lane-index=lane>{cell_marks}{bar_marks}{glyph_marks}</g> }
+            view! {
+                <g class="lane-marks" data-lane-index=lane>
+                    {cell_marks}
+                    {bar_marks}
+                    {glyph_marks}
+                </g>
+            }
         })
     };
     let lane_count = lanes.len();
@@ -704,19 +888,49 @@ fn Swimlanes(
     follow_the_screen(chart, on_screen, (*rows).clone());
     let connector_marks = connectors
         .into_iter()
-        .map(|c| view! {
-            <path class=format!("reclaim reason-{}", c.reason.as_str()) class:hot=lit_up(c.task) d=c.path()
-                data-from-run=c.from_run data-to-run=c.to_run data-task=c.task data-reason=c.reason.as_str()>
-                <title>{format!("task #{}: run {} → run {}, {}", c.task, c.from_run, c.to_run, c.reason.label())}</title>
-            </path>
+        .map(|c| {
+            view! {
+                <path
+                    class=format!("reclaim reason-{}", c.reason.as_str())
+                    class:hot=lit_up(c.task)
+                    d=c.path()
+                    data-from-run=c.from_run
+                    data-to-run=c.to_run
+                    data-task=c.task
+                    data-reason=c.reason.as_str()
+                >
+                    <title>
+                        {format!(
+                            "task #{}: run {} → run {}, {}",
+                            c.task,
+                            c.from_run,
+                            c.to_run,
+                            c.reason.label(),
+                        )}
+                    </title>
+                </path>
+            }
         })
         .collect_view();
     let stub_marks = stubs
         .into_iter()
         .map(|st| view! {
-            <path class=format!("reclaim-stub reason-{}", st.reason.as_str()) class:hot=lit_up(st.task) d=st.path()
-                data-to-run=st.to_run data-task=st.task data-reason=st.reason.as_str()>
-                <title>{format!("task #{}: run {} {}; the attempt before it is not drawn (earlier, or in a lane not shown)", st.task, st.to_run, st.reason.label())}</title>
+            <path
+                class=format!("reclaim-stub reason-{}", st.reason.as_str())
+                class:hot=lit_up(st.task)
+                d=st.path()
+                data-to-run=st.to_run
+                data-task=st.task
+                data-reason=st.reason.as_str()
+            >
+                <title>
+                    {format!(
+                        "task #{}: run {} {}; the attempt before it is not drawn (earlier, or in a lane not shown)",
+                        st.task,
+                        st.to_run,
+                        st.reason.label(),
+                    )}
+                </title>
             </path>
         })
         .collect_view();
@@ -725,7 +939,8 @@ fn Swimlanes(
         let all = query.altered(|n| n.lanes = ALL_LANES).href();
         view! {
             <p class="muted" data-testid="hidden-lanes">
-                {format!("{hidden_lanes} more lanes not drawn. ")}<a href=all>"Show all lanes"</a>
+                {format!("{hidden_lanes} more lanes not drawn. ")}
+                <a href=all>"Show all lanes"</a>
                 " or filter them."
             </p>
         }
@@ -745,7 +960,16 @@ fn Swimlanes(
     };
     let brush = move || {
         drag.get().filter(|(a, b)| (a - b).abs() >= MIN_BRUSH).map(|(a, b)| {
-            view! { <rect class="brush" data-testid="brush" x=a.min(b) y=g.axis_h width=(a - b).abs() height=height - g.axis_h /> }
+            view! {
+                <rect
+                    class="brush"
+                    data-testid="brush"
+                    x=a.min(b)
+                    y=g.axis_h
+                    width=(a - b).abs()
+                    height=height - g.axis_h
+                />
+            }
         })
     };
     // Live, now is the right edge; a zoom shows it only if the stretch reaches it.
@@ -755,9 +979,20 @@ fn Swimlanes(
             <line class="now-line" data-testid="now-line" x1=now_x x2=now_x y1=g.axis_h - 4.0 y2=height />
             // Over the axis: a tick label sliding under "now" is masked, not overprinted.
             <rect class="now-mask" x=now_x - 26.0 y=0 width=26.0 + g.right_pad height=g.axis_h - 3.0 />
-            <text class="now-label" x=now_x + 3.0 y=g.axis_h - 7.0>"now"</text>
+            <text class="now-label" x=now_x + 3.0 y=g.axis_h - 7.0>
+                "now"
+            </text>
         }
     });
+    let start_drag = move |ev: leptos::ev::MouseEvent| {
+        if let Some(x) = user_x(&ev, g.width).filter(|x| (x0..=x1).contains(x)) {
+            if ev.button() == 0 {
+                // No native link drag from a bar; a click still opens its task.
+                ev.prevent_default();
+                drag.set(Some((x, x)));
+            }
+        }
+    };
     let chart_label = match data.fixed {
         Some((a, b)) => {
             format!("Runs per {lanes_by} from {} to {} UTC", a.format("%H:%M:%S"), b.format("%H:%M:%S"))
@@ -774,23 +1009,22 @@ fn Swimlanes(
     };
 
     view! {
-        <figure class="timeline" data-testid="timeline" data-now=server_now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)>
-            <svg node_ref=chart viewBox=format!("0 0 {} {height}", g.width) role="img"
+        <figure
+            class="timeline"
+            data-testid="timeline"
+            data-now=server_now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        >
+            <svg
+                node_ref=chart
+                viewBox=format!("0 0 {} {height}", g.width)
+                role="img"
                 aria-label=chart_label
                 class:focusing=move || hot.get().is_some()
                 on:mouseover=move |ev| point_at(run_under(&ev))
                 on:mouseleave=move |_| point_at(None)
                 on:focusin=move |ev| point_at(run_under(&ev))
                 on:focusout=move |_| point_at(None)
-                on:mousedown=move |ev| {
-                    if let Some(x) = user_x(&ev, g.width).filter(|x| (x0..=x1).contains(x)) {
-                        if ev.button() == 0 {
-                            // No native link drag from a bar; a click still opens its task.
-                            ev.prevent_default();
-                            drag.set(Some((x, x)));
-                        }
-                    }
-                }
+                on:mousedown=start_drag
                 on:mousemove=move |ev| {
                     if let (Some((a, _)), Some(x)) = (drag.get_untracked(), user_x(&ev, g.width)) {
                         drag.set(Some((a, x)));
@@ -801,12 +1035,21 @@ fn Swimlanes(
                         drag.set(None);
                         zoom_to(a, user_x(&ev, g.width).unwrap_or(b));
                     }
-                }>
+                }
+            >
                 <defs>
-                    <clipPath id="timeline-plot"><rect x=x0 y=0 width=x1 - x0 height=clip_h /></clipPath>
+                    <clipPath id="timeline-plot">
+                        <rect x=x0 y=0 width=x1 - x0 height=clip_h />
+                    </clipPath>
                     // Failed runs are hatched as well as red, so the chart reads without colour
                     // (each state has its own stroke or fill: style/main.css).
-                    <pattern id="timeline-hatch" patternUnits="userSpaceOnUse" width=5 height=5 patternTransform="rotate(45)">
+                    <pattern
+                        id="timeline-hatch"
+                        patternUnits="userSpaceOnUse"
+                        width=5
+                        height=5
+                        patternTransform="rotate(45)"
+                    >
                         <line class="hatch-line" x1=0 y1=0 x2=0 y2=5 />
                     </pattern>
                 </defs>
@@ -815,7 +1058,11 @@ fn Swimlanes(
                     <g class="plot" transform=move || format!("translate({:.2},0)", shift())>
                         <g class="axis">{ticks}</g>
                         <g class="marks">
-                            <For each=move || on_screen.get() key=move |lane| (drawing, *lane) children=draw_lane.clone() />
+                            <For
+                                each=move || on_screen.get()
+                                key=move |lane| (drawing, *lane)
+                                children=draw_lane.clone()
+                            />
                         </g>
                         <g class="reclaims">{connector_marks}{stub_marks}</g>
                     </g>
@@ -824,7 +1071,13 @@ fn Swimlanes(
                 {now_mark}
             </svg>
             <p class="timeline-detail" data-testid="timeline-detail" aria-live="polite">
-                {move || detail().unwrap_or_else(|| "Hover or focus a bar: its task, attempt, state, cause, times and output appear here.".into())}
+                {move || {
+                    detail()
+                        .unwrap_or_else(|| {
+                            "Hover or focus a bar: its task, attempt, state, cause, times and output appear here."
+                                .into()
+                        })
+                }}
             </p>
             {more_lanes}
             <figcaption class="muted">{caption}" "{window_note}</figcaption>
