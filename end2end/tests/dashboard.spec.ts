@@ -159,7 +159,7 @@ test("the timeline updates live without a reload", async ({ page }) => {
   await expect(page.getByTestId("story")).toBeVisible();
 });
 
-test("the timeline links each re-claim to the attempt before it, with an axis and no overlapping glyphs", async ({
+test("the timeline links each re-claim to the attempt before it, with an axis and no overlapping glyphs or bars", async ({
   page,
   request,
 }) => {
@@ -238,6 +238,22 @@ test("the timeline links each re-claim to the attempt before it, with an axis an
         const [a, b] = [boxes[i], boxes[j]];
         const overlap = a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
         expect(overlap, `${minutes} min: glyphs of runs ${a.run} and ${b.run} overlap`).toBe(false);
+      }
+    }
+    // Runs of one lane that overlap in time are stacked in tracks: no bar covers another.
+    const bars = await page.locator(".timeline a.bar-link rect").evaluateAll((els) =>
+      els.map((e) => {
+        const r = e.getBoundingClientRect();
+        return { x: r.x, y: r.y, w: r.width, h: r.height, run: e.closest("a")!.getAttribute("data-run") };
+      }),
+    );
+    const eps = 0.01; // bars that only touch do not overlap
+    for (let i = 0; i < bars.length; i++) {
+      for (let j = i + 1; j < bars.length; j++) {
+        const [a, b] = [bars[i], bars[j]];
+        const overlap =
+          a.x + eps < b.x + b.w && b.x + eps < a.x + a.w && a.y + eps < b.y + b.h && b.y + eps < a.y + a.h;
+        expect(overlap, `${minutes} min: bars of runs ${a.run} and ${b.run} overlap`).toBe(false);
       }
     }
   }
