@@ -6,7 +6,7 @@
 use crate::api::actions::{get_audit, AuditAnswer};
 use crate::components::since::SinceSelect;
 use crate::components::time::Time;
-use crate::pages::{error_view, live_version};
+use crate::pages::{live_version, loaded};
 use lastword_core::{ActionKind, OperatorAction};
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -96,145 +96,141 @@ pub fn AuditPage() -> impl IntoView {
                     "Apply"
                 </button>
             </Form>
-            <Suspense fallback=|| {
-                view! { <p class="muted">"Loading the audit trail…"</p> }
-            }>
-                {move || {
-                    answer
-                        .get()
-                        .map(|a| match a {
-                            Ok(AuditAnswer::Page(page)) => {
-                                if page.actions.is_empty() {
-                                    return view! {
-                                        <p class="empty" data-testid="no-actions">
-                                            "No operator actions match."
-                                        </p>
-                                    }
-                                        .into_any();
-                                }
-                                let next = page
-                                    .next
-                                    .clone()
-                                    .map(|cursor| {
-                                        let mut q = query.get_untracked();
-                                        q.remove("after");
-                                        q.insert("after", cursor);
-                                        format!("/audit{}", q.to_query_string())
-                                    });
-                                view! {
-                                    <table class="grid" data-testid="audit">
-                                        <thead>
-                                            <tr>
-                                                <th scope="col">"When"</th>
-                                                <th scope="col">"Actor"</th>
-                                                <th scope="col">"Action"</th>
-                                                <th scope="col">"Task"</th>
-                                                <th scope="col">"Run"</th>
-                                                <th
-                                                    scope="col"
-                                                    title="the lease epoch the operator saw → after the action"
+            {loaded(
+                "Loading the audit trail…",
+                "the audit trail",
+                move || answer.get(),
+                move |a| match a {
+                    AuditAnswer::Page(page) => {
+                        if page.actions.is_empty() {
+                            return view! {
+                                <p class="empty" data-testid="no-actions">
+                                    "No operator actions match."
+                                </p>
+                            }
+                                .into_any();
+                        }
+                        let next = page
+                            .next
+                            .clone()
+                            .map(|cursor| {
+                                let mut q = query.get_untracked();
+                                q.remove("after");
+                                q.insert("after", cursor);
+                                format!("/audit{}", q.to_query_string())
+                            });
+                        view! {
+                            <table class="grid" data-testid="audit">
+                                <thead>
+                                    <tr>
+                                        <th scope="col">"When"</th>
+                                        <th scope="col">"Actor"</th>
+                                        <th scope="col">"Action"</th>
+                                        <th scope="col">"Task"</th>
+                                        <th scope="col">"Run"</th>
+                                        <th
+                                            scope="col"
+                                            title="the lease epoch the operator saw → after the action"
+                                        >
+                                            "Epoch"
+                                        </th>
+                                        <th scope="col">"Status seen"</th>
+                                        <th scope="col">"Outcome"</th>
+                                        <th scope="col">"Reason"</th>
+                                        <th scope="col">"Reference"</th>
+                                    </tr>
+                                </thead>
+                                <tbody>
+                                    {page
+                                        .actions
+                                        .into_iter()
+                                        .map(|a| {
+                                            view! {
+                                                <tr
+                                                    data-row=""
+                                                    data-action=a.action.as_str()
+                                                    data-outcome=a.outcome.clone()
+                                                    class:audit-refused=a.refused().is_some()
                                                 >
-                                                    "Epoch"
-                                                </th>
-                                                <th scope="col">"Status seen"</th>
-                                                <th scope="col">"Outcome"</th>
-                                                <th scope="col">"Reason"</th>
-                                                <th scope="col">"Reference"</th>
-                                            </tr>
-                                        </thead>
-                                        <tbody>
-                                            {page
-                                                .actions
-                                                .into_iter()
-                                                .map(|a| {
-                                                    view! {
-                                                        <tr
-                                                            data-row=""
-                                                            data-action=a.action.as_str()
-                                                            data-outcome=a.outcome.clone()
-                                                            class:audit-refused=a.refused().is_some()
-                                                        >
-                                                            <td>
-                                                                <Time t=a.created_at short=true />
-                                                            </td>
-                                                            <td>
-                                                                <a href=format!(
-                                                                    "/audit?actor={}",
-                                                                    lastword_core::query::encode_component(&a.actor),
-                                                                )>{a.actor.clone()}</a>
-                                                                {a
-                                                                    .via
-                                                                    .clone()
-                                                                    .map(|v| {
-                                                                        view! {
-                                                                            " "
-                                                                            <span class="muted" data-testid="audit-via">
-                                                                                {format!("via {v}")}
-                                                                            </span>
-                                                                        }
-                                                                    })}
-                                                            </td>
-                                                            <td>{a.action.label()}</td>
-                                                            <td>
-                                                                <a href=format!(
-                                                                    "/tasks/{}",
-                                                                    a.task_id,
-                                                                )>{format!("#{}", a.task_id)}</a>
-                                                            </td>
-                                                            <td class="num">
-                                                                {a
-                                                                    .run_id
-                                                                    .map(|r| r.to_string())
-                                                                    .unwrap_or_else(|| "—".into())}
-                                                            </td>
-                                                            <td class="num">
-                                                                {format!(
-                                                                    "{} → {}",
-                                                                    a
-                                                                        .epoch_seen
-                                                                        .map(|e| e.to_string())
-                                                                        .unwrap_or_else(|| "—".into()),
-                                                                    a
-                                                                        .epoch_after
-                                                                        .map(|e| e.to_string())
-                                                                        .unwrap_or_else(|| "—".into()),
-                                                                )}
-                                                            </td>
-                                                            <td>{a.status_seen.map(|s| s.as_str())}</td>
-                                                            <td data-testid="audit-outcome">{outcome_label(&a)}</td>
-                                                            <td class="detail">{a.reason.clone()}</td>
-                                                            <td>{a.reference.clone().unwrap_or_default()}</td>
-                                                        </tr>
-                                                    }
-                                                })
-                                                .collect_view()}
-                                        </tbody>
-                                    </table>
-                                    <nav class="pager" aria-label="Pages">
-                                        {next
-                                            .map(|h| {
-                                                view! {
-                                                    <a href=h rel="next">
-                                                        "Older →"
-                                                    </a>
-                                                }
-                                            })}
-                                    </nav>
-                                }
-                                    .into_any()
-                            }
-                            Ok(AuditAnswer::BadFilter(e)) => {
-                                view! {
-                                    <p class="banner banner-error" role="alert" data-testid="bad-filter">
-                                        {e.to_string()}
-                                    </p>
-                                }
-                                    .into_any()
-                            }
-                            Err(e) => error_view("the audit trail", e),
-                        })
-                }}
-            </Suspense>
+                                                    <td>
+                                                        <Time t=a.created_at short=true />
+                                                    </td>
+                                                    <td>
+                                                        <a href=format!(
+                                                            "/audit?actor={}",
+                                                            lastword_core::query::encode_component(&a.actor),
+                                                        )>{a.actor.clone()}</a>
+                                                        {a
+                                                            .via
+                                                            .clone()
+                                                            .map(|v| {
+                                                                view! {
+                                                                    " "
+                                                                    <span class="muted" data-testid="audit-via">
+                                                                        {format!("via {v}")}
+                                                                    </span>
+                                                                }
+                                                            })}
+                                                    </td>
+                                                    <td>{a.action.label()}</td>
+                                                    <td>
+                                                        <a href=format!(
+                                                            "/tasks/{}",
+                                                            a.task_id,
+                                                        )>{format!("#{}", a.task_id)}</a>
+                                                    </td>
+                                                    <td class="num">
+                                                        {a
+                                                            .run_id
+                                                            .map(|r| r.to_string())
+                                                            .unwrap_or_else(|| "—".into())}
+                                                    </td>
+                                                    <td class="num">
+                                                        {format!(
+                                                            "{} → {}",
+                                                            a
+                                                                .epoch_seen
+                                                                .map(|e| e.to_string())
+                                                                .unwrap_or_else(|| "—".into()),
+                                                            a
+                                                                .epoch_after
+                                                                .map(|e| e.to_string())
+                                                                .unwrap_or_else(|| "—".into()),
+                                                        )}
+                                                    </td>
+                                                    <td>{a.status_seen.map(|s| s.as_str())}</td>
+                                                    <td data-testid="audit-outcome">{outcome_label(&a)}</td>
+                                                    <td class="detail">{a.reason.clone()}</td>
+                                                    <td>{a.reference.clone().unwrap_or_default()}</td>
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </tbody>
+                            </table>
+                            <nav class="pager" aria-label="Pages">
+                                {next
+                                    .map(|h| {
+                                        view! {
+                                            <a href=h rel="next">
+                                                "Older →"
+                                            </a>
+                                        }
+                                    })}
+                            </nav>
+                        }
+                            .into_any()
+                    }
+                    AuditAnswer::BadFilter(e) => {
+                        view! {
+                            <p class="banner banner-error" role="alert" data-testid="bad-filter">
+                                {e.to_string()}
+                            </p>
+                        }
+                            .into_any()
+                    }
+                },
+            )}
         </section>
     }
 }

@@ -6,7 +6,7 @@
 use crate::api::leases::get_leases;
 use crate::components::meter::LeaseMeter;
 use crate::components::time::Time;
-use crate::pages::{error_view, live_version};
+use crate::pages::{live_version, loaded};
 use lastword_core::leases::{spoken_ms, HeartbeatHealth, KindLeaseStats, LeaseReport};
 use lastword_core::query::encode_component;
 use leptos::prelude::*;
@@ -73,20 +73,12 @@ pub fn LeasesPage() -> impl IntoView {
                 "A lease is how long a worker may stay silent before its task is taken from it: shorter notices a dead worker sooner, "
                 "but re-claims work from live, slow ones (a lost-lease completion, perhaps a double execution)."
             </p>
-            <Suspense fallback=|| {
-                view! { <p class="muted">"Loading lease figures…"</p> }
-            }>
-                {move || {
-                    report
-                        .get()
-                        .map(|r| match r {
-                            Ok(report) => {
-                                view! { <LeaseReportView report=report window=window.get() /> }.into_any()
-                            }
-                            Err(e) => error_view("lease figures", e),
-                        })
-                }}
-            </Suspense>
+            {loaded(
+                "Loading lease figures…",
+                "lease figures",
+                move || report.get(),
+                move |report| view! { <LeaseReportView report=report window=window.get() /> },
+            )}
         </section>
     }
 }

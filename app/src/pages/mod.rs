@@ -111,6 +111,35 @@ impl LeaseChecks {
     }
 }
 
+/// A page's data as it arrives: `loading` until the answer is there, then the answer drawn by
+/// `ready`, or the error ("Could not load {what}: …"). `answer` reads the page's resource
+/// inside the `Suspense`, so the server waits for it and the browser hydrates it. One place for
+/// the three states every page's data goes through.
+pub fn loaded<T, V>(
+    loading: &'static str,
+    what: &'static str,
+    answer: impl Fn() -> Option<Result<T, ServerFnError>> + Send + Sync + 'static,
+    ready: impl Fn(T) -> V + Send + Sync + 'static,
+) -> impl IntoView
+where
+    T: 'static,
+    V: IntoView + 'static,
+{
+    view! {
+        <Suspense fallback=move || {
+            view! { <p class="muted">{loading}</p> }
+        }>
+            {move || {
+                answer()
+                    .map(|r| match r {
+                        Ok(value) => ready(value).into_any(),
+                        Err(e) => error_view(what, e),
+                    })
+            }}
+        </Suspense>
+    }
+}
+
 /// A server function's error as a page-level alert.
 pub fn error_view(what: &'static str, e: ServerFnError) -> AnyView {
     view! {

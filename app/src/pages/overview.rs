@@ -4,7 +4,7 @@ use crate::api::leases::get_leases_at_hand;
 use crate::api::overview::{get_overview, get_totals, WINDOWS};
 use crate::components::badges::{cause_label, state_mark, StateBadge};
 use crate::components::time::Time;
-use crate::pages::{error_view, live_version};
+use crate::pages::{error_view, live_version, loaded};
 use lastword_core::query::encode_component;
 use lastword_core::{Bucket, Overview, RunState};
 use leptos::prelude::*;
@@ -65,20 +65,12 @@ pub fn OverviewPage() -> impl IntoView {
                     }}
                 </span>
             </header>
-            <Suspense fallback=|| {
-                view! { <p class="muted">"Loading…"</p> }
-            }>
-                {move || {
-                    overview
-                        .get()
-                        .map(|r| match r {
-                            Ok(o) => {
-                                view! { <OverviewBody overview=o window=window.get_untracked() /> }.into_any()
-                            }
-                            Err(e) => error_view("the overview", e),
-                        })
-                }}
-            </Suspense>
+            {loaded(
+                "Loading…",
+                "the overview",
+                move || overview.get(),
+                move |o| view! { <OverviewBody overview=o window=window.get_untracked() /> },
+            )}
             <Suspense fallback=|| ()>
                 {move || {
                     leases
@@ -103,49 +95,43 @@ pub fn OverviewPage() -> impl IntoView {
                 }}
             </Suspense>
             <h2>"All time"</h2>
-            <Suspense fallback=|| {
-                view! { <p class="muted">"Loading totals…"</p> }
-            }>
-                {move || {
-                    totals
-                        .get()
-                        .map(|result| match result {
-                            Ok(t) => {
-                                let shown = move |n: i64| {
-                                    if t.estimated { format!("≈ {n}") } else { n.to_string() }
-                                };
-                                // Large tables are PostgreSQL's estimate: marked, and said why.
+            {loaded(
+                "Loading totals…",
+                "totals",
+                move || totals.get(),
+                move |t| {
+                    let shown = move |n: i64| {
+                        if t.estimated { format!("≈ {n}") } else { n.to_string() }
+                    };
+                    // Large tables are PostgreSQL's estimate: marked, and said why.
+                    view! {
+                        <dl class="totals" data-testid="totals">
+                            <div>
+                                <dt>"Tasks"</dt>
+                                <dd data-testid="total-tasks">{shown(t.tasks)}</dd>
+                            </div>
+                            <div>
+                                <dt>"Runs"</dt>
+                                <dd data-testid="total-runs">{shown(t.runs)}</dd>
+                            </div>
+                            <div>
+                                <dt>"Effects"</dt>
+                                <dd data-testid="total-effects">{shown(t.effects)}</dd>
+                            </div>
+                        </dl>
+                        {t
+                            .estimated
+                            .then(|| {
                                 view! {
-                                    <dl class="totals" data-testid="totals">
-                                        <div>
-                                            <dt>"Tasks"</dt>
-                                            <dd data-testid="total-tasks">{shown(t.tasks)}</dd>
-                                        </div>
-                                        <div>
-                                            <dt>"Runs"</dt>
-                                            <dd data-testid="total-runs">{shown(t.runs)}</dd>
-                                        </div>
-                                        <div>
-                                            <dt>"Effects"</dt>
-                                            <dd data-testid="total-effects">{shown(t.effects)}</dd>
-                                        </div>
-                                    </dl>
-                                    {t
-                                        .estimated
-                                        .then(|| {
-                                            view! {
-                                                <p class="muted" data-testid="totals-estimated">
-                                                    "≈ PostgreSQL's estimate, kept current by autovacuum: tables past 100 000 rows are not counted per request."
-                                                </p>
-                                            }
-                                        })}
+                                    <p class="muted" data-testid="totals-estimated">
+                                        "≈ PostgreSQL's estimate, kept current by autovacuum: tables past 100 000 rows are not counted per request."
+                                    </p>
                                 }
-                                    .into_any()
-                            }
-                            Err(e) => error_view("totals", e),
-                        })
-                }}
-            </Suspense>
+                            })}
+                    }
+                        .into_any()
+                },
+            )}
         </section>
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::api::workers::get_workers;
 use crate::components::time::Time;
-use crate::pages::{error_view, live_version, LeaseChecks};
+use crate::pages::{live_version, loaded, LeaseChecks};
 use lastword_core::query::encode_component;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -53,110 +53,106 @@ pub fn WorkersPage() -> impl IntoView {
                         .collect_view()}
                 </nav>
             </header>
-            <Suspense fallback=|| {
-                view! { <p class="muted">"Loading workers…"</p> }
-            }>
-                {move || {
-                    workers
-                        .get()
-                        .map(|r| match r {
-                            Ok(list) if list.is_empty() => {
-                                view! {
-                                    <div class="empty">
-                                        <p>"No worker claimed a task in this window."</p>
-                                    </div>
-                                }
-                                    .into_any()
-                            }
-                            Ok(list) => {
-                                view! {
-                                    <table class="grid" data-testid="workers">
-                                        <thead>
-                                            <tr>
-                                                <th scope="col">"Worker"</th>
-                                                <th scope="col" class="num">
-                                                    "Runs"
-                                                </th>
-                                                <th scope="col" class="num">
-                                                    "Failures"
-                                                </th>
-                                                <th scope="col">"Leases held now"</th>
-                                                <th scope="col">"Last claim"</th>
-                                                <th scope="col">"Last heartbeat"</th>
-                                            </tr>
-                                        </thead>
-                                        <tbody>
-                                            {list
-                                                .into_iter()
-                                                .map(|w| {
-                                                    let worker_q = encode_component(&w.worker);
-                                                    view! {
-                                                        <tr
-                                                            data-row=""
-                                                            class={if w.holds_lapsed_lease { "row-lapsed" } else { "" }}
-                                                        >
-                                                            <td>
-                                                                <a href=format!(
-                                                                    "/failures?worker={worker_q}",
-                                                                )>{w.worker.clone()}</a>
-                                                                {w
-                                                                    .holds_lapsed_lease
-                                                                    .then(|| {
-                                                                        view! {
-                                                                            <span
-                                                                                class="tag tag-alert"
-                                                                                data-testid="lapsed-lease"
-                                                                                title="holds a lease that already expired"
-                                                                            >
-                                                                                "⚠ lapsed lease"
-                                                                            </span>
-                                                                        }
-                                                                    })}
-                                                            </td>
-                                                            <td class="num">{w.runs}</td>
-                                                            <td class="num">
-                                                                <a href=format!(
-                                                                    "/failures?worker={worker_q}",
-                                                                )>{w.failures}</a>
-                                                            </td>
-                                                            <td>
-                                                                {if w.leases.is_empty() {
-                                                                    view! { <span class="muted">"none"</span> }.into_any()
-                                                                } else {
-                                                                    w.leases
-                                                                        .iter()
-                                                                        .map(|l| {
-                                                                            view! {
-                                                                                <a class="lease-chip" href=format!("/tasks/{}", l.task_id)>
-                                                                                    {format!("#{} (epoch {})", l.task_id, l.lease_epoch)}
-                                                                                </a>
-                                                                            }
-                                                                        })
-                                                                        .collect_view()
-                                                                        .into_any()
-                                                                }}
-                                                            </td>
-                                                            <td>
-                                                                {w.last_claim_at.map(|t| view! { <Time t=t short=true /> })}
-                                                            </td>
-                                                            <td>
-                                                                {w
-                                                                    .last_heartbeat_at
-                                                                    .map(|t| view! { <Time t=t short=true /> })}
-                                                            </td>
-                                                        </tr>
-                                                    }
-                                                })
-                                                .collect_view()}
-                                        </tbody>
-                                    </table>
-                                }
-                                    .into_any()
-                            }
-                            Err(e) => error_view("workers", e),
-                        })
-                }}
-            </Suspense>
+            {loaded(
+                "Loading workers…",
+                "workers",
+                move || workers.get(),
+                move |r| match r {
+                    list if list.is_empty() => {
+                        view! {
+                            <div class="empty">
+                                <p>"No worker claimed a task in this window."</p>
+                            </div>
+                        }
+                            .into_any()
+                    }
+                    list => {
+                        view! {
+                            <table class="grid" data-testid="workers">
+                                <thead>
+                                    <tr>
+                                        <th scope="col">"Worker"</th>
+                                        <th scope="col" class="num">
+                                            "Runs"
+                                        </th>
+                                        <th scope="col" class="num">
+                                            "Failures"
+                                        </th>
+                                        <th scope="col">"Leases held now"</th>
+                                        <th scope="col">"Last claim"</th>
+                                        <th scope="col">"Last heartbeat"</th>
+                                    </tr>
+                                </thead>
+                                <tbody>
+                                    {list
+                                        .into_iter()
+                                        .map(|w| {
+                                            let worker_q = encode_component(&w.worker);
+                                            view! {
+                                                <tr
+                                                    data-row=""
+                                                    class={if w.holds_lapsed_lease { "row-lapsed" } else { "" }}
+                                                >
+                                                    <td>
+                                                        <a href=format!(
+                                                            "/failures?worker={worker_q}",
+                                                        )>{w.worker.clone()}</a>
+                                                        {w
+                                                            .holds_lapsed_lease
+                                                            .then(|| {
+                                                                view! {
+                                                                    <span
+                                                                        class="tag tag-alert"
+                                                                        data-testid="lapsed-lease"
+                                                                        title="holds a lease that already expired"
+                                                                    >
+                                                                        "⚠ lapsed lease"
+                                                                    </span>
+                                                                }
+                                                            })}
+                                                    </td>
+                                                    <td class="num">{w.runs}</td>
+                                                    <td class="num">
+                                                        <a href=format!(
+                                                            "/failures?worker={worker_q}",
+                                                        )>{w.failures}</a>
+                                                    </td>
+                                                    <td>
+                                                        {if w.leases.is_empty() {
+                                                            view! { <span class="muted">"none"</span> }.into_any()
+                                                        } else {
+                                                            w.leases
+                                                                .iter()
+                                                                .map(|l| {
+                                                                    view! {
+                                                                        <a class="lease-chip" href=format!("/tasks/{}", l.task_id)>
+                                                                            {format!("#{} (epoch {})", l.task_id, l.lease_epoch)}
+                                                                        </a>
+                                                                    }
+                                                                })
+                                                                .collect_view()
+                                                                .into_any()
+                                                        }}
+                                                    </td>
+                                                    <td>
+                                                        {w.last_claim_at.map(|t| view! { <Time t=t short=true /> })}
+                                                    </td>
+                                                    <td>
+                                                        {w
+                                                            .last_heartbeat_at
+                                                            .map(|t| view! { <Time t=t short=true /> })}
+                                                    </td>
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </tbody>
+                            </table>
+                        }
+                            .into_any()
+                    }
+                },
+            )}
         </section>
     }
 }

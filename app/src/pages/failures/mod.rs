@@ -11,7 +11,7 @@ use crate::components::bulk::BulkScope;
 use crate::components::since::SinceSelect;
 use crate::components::time::{human_duration, Time};
 use crate::components::trace::TraceLink;
-use crate::pages::{error_view, live_version};
+use crate::pages::{live_version, loaded};
 use bulk::BulkRequeue;
 use lastword_core::{Cause, CauseFacets, ReclaimReason, RunListItem, RunPage, RunState, TraceLinks};
 use leptos::prelude::*;
@@ -288,36 +288,27 @@ pub fn FailuresPage() -> impl IntoView {
                         view! { <BulkRequeue scope=scope open=bulk_open done=done /> }
                     })
             }}
-            <Suspense fallback=|| {
-                view! { <p class="muted">"Loading runs…"</p> }
-            }>
-                {move || {
-                    answer
-                        .get()
-                        .map(|a| match a {
-                            Ok(RunsAnswer::Page { page, .. }) => {
-                                view! {
-                                    <RunTable
-                                        page=page
-                                        selected=selected
-                                        can_act=can_act
-                                        trace_links=trace_links
-                                    />
-                                }
-                                    .into_any()
-                            }
-                            Ok(RunsAnswer::BadFilter(e)) => {
-                                view! {
-                                    <p class="banner banner-error" role="alert" data-testid="bad-filter">
-                                        {e.to_string()}
-                                    </p>
-                                }
-                                    .into_any()
-                            }
-                            Err(e) => error_view("runs", e),
-                        })
-                }}
-            </Suspense>
+            {loaded(
+                "Loading runs…",
+                "runs",
+                move || answer.get(),
+                move |a| match a {
+                    RunsAnswer::Page { page, .. } => {
+                        view! {
+                            <RunTable page=page selected=selected can_act=can_act trace_links=trace_links />
+                        }
+                            .into_any()
+                    }
+                    RunsAnswer::BadFilter(e) => {
+                        view! {
+                            <p class="banner banner-error" role="alert" data-testid="bad-filter">
+                                {e.to_string()}
+                            </p>
+                        }
+                            .into_any()
+                    }
+                },
+            )}
         </section>
     }
 }

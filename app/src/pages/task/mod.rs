@@ -12,7 +12,7 @@ use crate::components::meter::LeaseMeter;
 use crate::components::text::LongText;
 use crate::components::time::{relative, use_time_prefs, Time};
 use crate::components::trace::TraceLink;
-use crate::pages::{error_view, live_version_where, LeaseChecks};
+use crate::pages::{live_version_where, loaded, LeaseChecks};
 use chrono::{DateTime, Utc};
 use lastword_core::leases::lease_used_percent;
 use lastword_core::query::encode_component;
@@ -84,32 +84,26 @@ pub fn TaskPage() -> impl IntoView {
         } />
         <section class="page">
             <ActionFeedback ui=ui />
-            <Suspense fallback=|| {
-                view! { <p class="muted">"Loading the task…"</p> }
-            }>
-                {move || {
-                    detail
-                        .get()
-                        .map(|r| match r {
-                            Ok(Some(d)) => {
-                                view! { <TaskBody detail=d ui=ui submit=submit pending=pending /> }.into_any()
-                            }
-                            Ok(None) => {
-                                view! {
-                                    <div class="empty">
-                                        <h1>"No such task"</h1>
-                                        <p>
-                                            "It may have been deleted, or the id is wrong. "
-                                            <a href="/failures">"Back to failures"</a>
-                                        </p>
-                                    </div>
-                                }
-                                    .into_any()
-                            }
-                            Err(e) => error_view("the task", e),
-                        })
-                }}
-            </Suspense>
+            {loaded(
+                "Loading the task…",
+                "the task",
+                move || detail.get(),
+                move |r| match r {
+                    Some(d) => view! { <TaskBody detail=d ui=ui submit=submit pending=pending /> }.into_any(),
+                    None => {
+                        view! {
+                            <div class="empty">
+                                <h1>"No such task"</h1>
+                                <p>
+                                    "It may have been deleted, or the id is wrong. "
+                                    <a href="/failures">"Back to failures"</a>
+                                </p>
+                            </div>
+                        }
+                            .into_any()
+                    }
+                },
+            )}
         </section>
     }
 }

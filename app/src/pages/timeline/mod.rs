@@ -13,7 +13,7 @@ pub mod layout;
 use crate::api::timeline::{get_timeline, get_timeline_runs, AnswerId, TimelineData, TimelineRun};
 use crate::components::badges::{cause_label, state_mark};
 use crate::live::use_live_feed;
-use crate::pages::{error_view, LeaseChecks};
+use crate::pages::{loaded, LeaseChecks};
 use chrono::{DateTime, Utc};
 use lastword_core::{ReclaimReason, RunState};
 use layout::{Geometry, LaneBy, LaneOrder, Layout, Rows, Scale, Span};
@@ -408,38 +408,28 @@ pub fn TimelinePage() -> impl IntoView {
                     })
                 }}
             </form>
-            <Suspense fallback=|| {
-                view! { <p class="muted">"Loading the timeline…"</p> }
-            }>
-                {move || {
-                    data.get()
-                        .map(|r| match r {
-                            Ok(d) => {
-                                let d = merged
-                                    .get()
-                                    .filter(|(on, _)| *on == d.id())
-                                    .map(|(_, m)| m)
-                                    .unwrap_or(d);
-                                // Redrawn for a new answer or a new order, filter or lane count (those
-                                // need no new data); a pause holds the next answers back and the
-                                // drawing still (`held`), without a redraw.
-                                view! {
-                                    <Swimlanes
-                                        data=d
-                                        query=q.get()
-                                        now=prefs.now
-                                        held=paused_at
-                                        utc=prefs.utc
-                                        hot=hot
-                                        drag=drag
-                                    />
-                                }
-                                    .into_any()
-                            }
-                            Err(e) => error_view("the timeline", e),
-                        })
-                }}
-            </Suspense>
+            {loaded(
+                "Loading the timeline…",
+                "the timeline",
+                move || data.get(),
+                move |d| {
+                    let d = merged.get().filter(|(on, _)| *on == d.id()).map(|(_, m)| m).unwrap_or(d);
+                    // Redrawn for a new answer or a new order, filter or lane count (those
+                    // need no new data); a pause holds the next answers back and the
+                    // drawing still (`held`), without a redraw.
+                    view! {
+                        <Swimlanes
+                            data=d
+                            query=q.get()
+                            now=prefs.now
+                            held=paused_at
+                            utc=prefs.utc
+                            hot=hot
+                            drag=drag
+                        />
+                    }
+                },
+            )}
         </section>
     }
 }
