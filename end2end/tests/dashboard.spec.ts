@@ -88,6 +88,11 @@ test.describe("pages render on the server @nojs", () => {
     }).toPass({ timeout: 20_000 });
     await expect(page.locator(".timeline a.bar-link").first()).toBeAttached();
     await page.screenshot({ path: "screenshots/timeline.png", fullPage: true });
+    // The same picture in the dark theme (the page follows the system's unless chosen), for
+    // the README: lanes, hatching and links must read in both.
+    await page.emulateMedia({ colorScheme: "dark" });
+    await expect(page.locator(".timeline a.bar-link").first()).toBeAttached();
+    await page.screenshot({ path: "screenshots/timeline-dark.png", fullPage: true });
   });
 });
 
