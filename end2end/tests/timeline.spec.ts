@@ -175,3 +175,38 @@ test("200 workers and 5 000 runs: lanes limited, only those on screen drawn, gly
       `${boxes.length} glyphs, none overlapping`,
   );
 });
+
+test("the timeline's filters narrow lanes and runs by worker, kind and state, and the URL holds them", { tag: "@sqlite-fixture" }, async ({ page }) => {
+  // Worker, typed into the form: the URL holds it, and only the lanes of matching workers stay
+  // (a part of the name matches: worker-010 … worker-019).
+  await page.goto(`${scaleURL}/timeline?minutes=15&order=name&lanes=400`);
+  await hydrated(page);
+  await expect(page.locator(".timeline .swimlane")).toHaveCount(203);
+  await page.locator('input[name="worker"]').fill("worker-01");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await expect(page).toHaveURL(/[?&]worker=worker-01(&|$)/);
+  const lanes = page.locator(".timeline .swimlane");
+  await expect(lanes).toHaveCount(10);
+  const names = await lanes.evaluateAll((els) => els.map((e) => e.getAttribute("data-lane")));
+  expect(names).toEqual(Array.from({ length: 10 }, (_, i) => `worker-01${i}`));
+
+  // State: only lost leases (every 89th run's write matched nothing, and task 900001's second
+  // attempt), as bars or as density cells, and no other state drawn.
+  await page.goto(`${scaleURL}/timeline?minutes=15&lanes=400&state=lost_lease`);
+  await hydrated(page);
+  const states = await page
+    .locator(".timeline a.bar-link")
+    .evaluateAll((els) => [...new Set(els.map((e) => e.getAttribute("data-state")))]);
+  expect(states).toEqual(["lost_lease"]);
+  const cellClasses = await page.locator(".timeline rect.cell").evaluateAll((els) => els.map((e) => e.getAttribute("class")));
+  for (const c of cellClasses) expect(c).toContain("state-lost_lease");
+  await expect(page.locator('.timeline a.bar-link[data-run="900002"]')).toBeAttached();
+  await expect(page.locator('select[name="state"]')).toHaveValue("lost_lease");
+
+  // Kind, with one lane per kind: only charge_card's lane.
+  await page.goto(`${scaleURL}/timeline?minutes=15&by=kind&kind=charge`);
+  await hydrated(page);
+  const kinds = await page.locator(".timeline .swimlane").evaluateAll((els) => els.map((e) => e.getAttribute("data-lane")));
+  expect(kinds).toEqual(["charge_card"]);
+  await expect(page.locator('input[name="kind"]')).toHaveValue("charge");
+});
