@@ -258,8 +258,7 @@ pub(crate) fn unbounded() -> (DateTime<Utc>, DateTime<Utc>) {
 /// Double executions awaiting compensation among tasks active in the window (null while the
 /// flags are not complete for these tokens), dead tasks, and when the flags were refreshed.
 fn attention_sql(since: DateTime<Utc>, until: DateTime<Utc>, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
-    let mut buf = SqlBuf::with_state_params(now, tokens);
-    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let (mut buf, s, u) = SqlBuf::with_window(now, tokens, since, until);
     let sql = format!(
         "SELECT \
            CASE WHEN EXISTS (SELECT 1 FROM rollup_state st WHERE st.flags_done_to >= st.flags_target \

@@ -21,8 +21,7 @@ pub(crate) fn overview_counts(
     now: DateTime<Utc>,
     tokens: &Tokens,
 ) -> SqlBuf {
-    let mut buf = SqlBuf::with_state_params(now, tokens);
-    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let (mut buf, s, u) = SqlBuf::with_window(now, tokens, since, until);
     let sql = format!(
         "SELECT {} AS state, r.error, COUNT(*) FROM runs r WHERE r.claimed_at >= {s} AND r.claimed_at < {u} \
          GROUP BY 1, 2",
@@ -43,8 +42,7 @@ pub(crate) fn overview_series(
     now: DateTime<Utc>,
     tokens: &Tokens,
 ) -> SqlBuf {
-    let mut buf = SqlBuf::with_state_params(now, tokens);
-    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let (mut buf, s, u) = SqlBuf::with_window(now, tokens, since, until);
     let b = buf.arg(Value::I64(bucket_secs));
     let sql = format!(
         "SELECT {} AS bucket, {} AS state, COUNT(*) FROM runs r \
@@ -66,8 +64,7 @@ pub(crate) fn attention(
     now: DateTime<Utc>,
     tokens: &Tokens,
 ) -> SqlBuf {
-    let mut buf = SqlBuf::with_state_params(now, tokens);
-    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let (mut buf, s, u) = SqlBuf::with_window(now, tokens, since, until);
     let lost = state_predicate(d, RunState::LostLease);
     let silent = state_predicate(d, RunState::Silent);
     let needs = needs_compensation_predicate(d);

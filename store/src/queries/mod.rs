@@ -47,6 +47,16 @@ mod tests {
     }
 
     #[test]
+    fn a_window_query_binds_since_and_until_after_the_state_parameters() {
+        let (since, until) = (Utc::now() - chrono::Duration::hours(1), Utc::now());
+        let (buf, s, u) = SqlBuf::with_window(Utc::now(), &Tokens::default(), since, until);
+        assert_eq!((s.as_str(), u.as_str()), ("$4", "$5"));
+        assert!(matches!(buf.args[3], Value::Time(t) if t == since));
+        assert!(matches!(buf.args[4], Value::Time(t) if t == until));
+        assert_eq!(buf.args.len(), 5);
+    }
+
+    #[test]
     fn list_queries_number_their_parameters_in_order() {
         let d = &crate::postgres::dialect::DIALECT;
         let filter = RunFilter {

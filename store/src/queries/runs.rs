@@ -79,8 +79,7 @@ pub(crate) fn timeline(
     now: DateTime<Utc>,
     tokens: &Tokens,
 ) -> SqlBuf {
-    let mut buf = SqlBuf::with_state_params(now, tokens);
-    let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+    let (mut buf, s, u) = SqlBuf::with_window(now, tokens, since, until);
     let cap = buf.arg(Value::I64(TIMELINE_CAP));
     let sql = format!(
         "{} WHERE r.claimed_at <= {u} AND (r.claimed_at >= {s} OR r.finished_at >= {s} \

@@ -126,6 +126,19 @@ impl SqlBuf {
         }
     }
 
+    /// A query over the runs of a time window: the state parameters, then `since` and `until`,
+    /// whose placeholders (`$4`, `$5`) come back with it.
+    pub fn with_window(
+        now: DateTime<Utc>,
+        tokens: &Tokens,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> (Self, String, String) {
+        let mut buf = SqlBuf::with_state_params(now, tokens);
+        let (s, u) = (buf.arg(Value::Time(since)), buf.arg(Value::Time(until)));
+        (buf, s, u)
+    }
+
     /// A fixed statement whose `$n` parameters are bound, in order, with [`SqlBuf::bind`].
     pub fn statement(sql: impl Into<String>) -> Self {
         SqlBuf { sql: sql.into(), args: Vec::new() }
