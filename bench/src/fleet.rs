@@ -129,13 +129,9 @@ async fn work(runner: Runner, seed: u64, counters: Arc<Counters>, stop: Arc<Atom
             Err(_) => counters.errors.fetch_add(1, Ordering::SeqCst),
         };
         counters.runs.fetch_add(1, Ordering::SeqCst);
-        let task = NewTask {
-            kind: "reply_to_mention".into(),
-            source: Source::Notification,
-            safety: if rng.gen_bool(0.15) { Safety::Unsafe } else { Safety::Idempotent },
-            payload: serde_json::json!({ "from": "@ann", "live": true }),
-            max_attempts: 3,
-        };
+        let safety = if rng.gen_bool(0.15) { Safety::Unsafe } else { Safety::Idempotent };
+        let task = NewTask::new("reply_to_mention", Source::Notification, safety)
+            .with_payload(serde_json::json!({ "from": "@ann", "live": true }));
         match runner.enqueue(&task).await {
             Ok(_) => ok(&counters),
             Err(_) => counters.errors.fetch_add(1, Ordering::SeqCst),

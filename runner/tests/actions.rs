@@ -32,13 +32,7 @@ impl Fixture {
     }
 
     async fn task_of(&self, kind: &str, safety: Safety, max_attempts: i32) -> i64 {
-        let task = NewTask {
-            kind: kind.into(),
-            source: Source::Notification,
-            safety,
-            payload: serde_json::json!({}),
-            max_attempts,
-        };
+        let task = NewTask::new(kind, Source::Notification, safety).with_max_attempts(max_attempts);
         enqueue(&self.db, &task, self.now()).await.unwrap()
     }
 

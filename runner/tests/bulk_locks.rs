@@ -29,13 +29,7 @@ async fn a_500_task_bulk_requeue_leaves_live_workers_heartbeating(db: Db, backen
     exec(&db, "UPDATE tasks SET status = 'dead', lease_epoch = 1 WHERE kind = 'sweep'", &[]).await;
 
     // A worker holding a lease on a task the sweep does not touch.
-    let live = NewTask {
-        kind: "live".into(),
-        source: Source::Notification,
-        safety: Safety::Idempotent,
-        payload: serde_json::json!({}),
-        max_attempts: 3,
-    };
+    let live = NewTask::new("live", Source::Notification, Safety::Idempotent);
     enqueue(&db, &live, Utc::now()).await.unwrap();
     let worker = Runner::new(db.clone(), "hb", RunnerConfig::default(), Arc::new(clock.clone()));
     let mut lease = worker.claim(Some(&["live".to_string()])).await.unwrap().expect("the live task");

@@ -136,13 +136,12 @@ async fn worker(runner: Runner, seed: u64, tally: Arc<Mutex<Tally>>) {
 async fn fleet_keeps_the_invariants(db: Db, workers: usize, tasks: usize) {
     let started = Instant::now();
     for i in 0..tasks {
-        let task = NewTask {
-            kind: ["reply_to_mention", "triage_issue", "send_digest"][i % 3].to_string(),
-            source: if i % 4 == 0 { Source::Tick } else { Source::Notification },
-            safety: if i % 7 == 0 { Safety::Unsafe } else { Safety::Idempotent },
-            payload: serde_json::json!({ "i": i }),
-            max_attempts: 3,
-        };
+        let task = NewTask::new(
+            ["reply_to_mention", "triage_issue", "send_digest"][i % 3],
+            if i % 4 == 0 { Source::Tick } else { Source::Notification },
+            if i % 7 == 0 { Safety::Unsafe } else { Safety::Idempotent },
+        )
+        .with_payload(serde_json::json!({ "i": i }));
         lastword_runner::enqueue(&db, &task, lastword_runner::Clock::now(&SystemClock)).await.unwrap();
     }
     let tally = Arc::new(Mutex::new(Tally::default()));

@@ -27,13 +27,9 @@ impl Fixture {
     }
 
     async fn task_with(&self, kind: &str, source: Source, safety: Safety, max_attempts: i32) -> i64 {
-        let task = NewTask {
-            kind: kind.to_string(),
-            source,
-            safety,
-            payload: serde_json::json!({"text": "@bot please look", "n": 7}),
-            max_attempts,
-        };
+        let task = NewTask::new(kind, source, safety)
+            .with_payload(serde_json::json!({"text": "@bot please look", "n": 7}))
+            .with_max_attempts(max_attempts);
         enqueue(&self.db, &task, self.now()).await.expect("enqueue")
     }
 

@@ -148,7 +148,10 @@ impl Driver {
                         .parse::<Safety>()
                         .expect("safety"),
                     payload: step.get("payload").cloned().unwrap_or_else(|| json!({})),
-                    max_attempts: step.get("max_attempts").and_then(Value::as_i64).unwrap_or(3) as i32,
+                    max_attempts: step
+                        .get("max_attempts")
+                        .and_then(Value::as_i64)
+                        .map_or(NewTask::DEFAULT_MAX_ATTEMPTS, |n| n as i32),
                 };
                 let id = enqueue(&self.db, &task, self.now()).await.expect("enqueue");
                 self.tasks.insert(text(step, "as").to_string(), id);

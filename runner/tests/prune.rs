@@ -23,13 +23,7 @@ fn cutoff_bucket() -> i64 {
 }
 
 fn new_task(kind: &str) -> NewTask {
-    NewTask {
-        kind: kind.into(),
-        source: Source::Notification,
-        safety: Safety::Unsafe,
-        payload: serde_json::json!({}),
-        max_attempts: 3,
-    }
+    NewTask::new(kind, Source::Notification, Safety::Unsafe)
 }
 
 fn runner(db: &Db, clock: &ManualClock) -> Runner {

@@ -15,13 +15,7 @@ const CYCLES: usize = 300;
 
 async fn a_task_page_is_one_snapshot_while_its_worker_writes(db: Db, backend: &str) {
     let store = store_for(db.clone(), Tokens::default());
-    let task = NewTask {
-        kind: "flaky".into(),
-        source: Source::Tick,
-        safety: Safety::Idempotent,
-        payload: serde_json::json!({}),
-        max_attempts: 1_000_000,
-    };
+    let task = NewTask::new("flaky", Source::Tick, Safety::Idempotent).with_max_attempts(1_000_000);
     let id = enqueue(&db, &task, Utc::now()).await.unwrap();
     let worker = Runner::new(db.clone(), "w1", RunnerConfig::default(), Arc::new(SystemClock));
     let done = Arc::new(AtomicBool::new(false));

@@ -84,10 +84,43 @@ pub struct RequeueArgs {
     pub who: ActorArgs,
 }
 
+/// What `compensate` and `acknowledge` take beside their own flags: the task, the epoch the
+/// operator saw, an idempotency key and who acts.
+#[derive(Debug, Args)]
+pub struct OneTask {
+    /// The task.
+    pub task: i64,
+    /// The lease epoch you saw: refused if the task moved on since.
+    #[arg(long)]
+    pub expected_epoch: Option<i64>,
+    /// An idempotency key: running the same command again applies once.
+    #[arg(long)]
+    pub request_id: Option<String>,
+    #[command(flatten)]
+    pub who: ActorArgs,
+}
+
+impl OneTask {
+    /// `request` (the command's own fields) guarded by the epoch and the key, validated as the
+    /// API validates it, applied, and printed.
+    async fn act(
+        self,
+        store: &dyn Store,
+        kind: ActionKind,
+        request: ActionRequest,
+    ) -> anyhow::Result<ExitCode> {
+        let request =
+            ActionRequest { expected_epoch: self.expected_epoch, request_id: self.request_id, ..request }
+                .validate(kind)?;
+        let outcome = store.act(self.task, kind, &request, &self.who.actor(), now()).await?;
+        print_outcome(&outcome.with_context(|| format!("no task {}", self.task))?, self.who.json)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct CompensateArgs {
-    /// The task whose duplicate effect was compensated.
-    pub task: i64,
+    #[command(flatten)]
+    pub on: OneTask,
     /// What was done (required; shown on the task and in the audit trail).
     #[arg(long)]
     pub reason: String,
@@ -97,32 +130,18 @@ pub struct CompensateArgs {
     /// Remove the compensation mark instead (with --reason saying why).
     #[arg(long, conflicts_with = "reference")]
     pub undo: bool,
-    /// The lease epoch you saw: refused if the task moved on since.
-    #[arg(long)]
-    pub expected_epoch: Option<i64>,
-    #[arg(long)]
-    pub request_id: Option<String>,
-    #[command(flatten)]
-    pub who: ActorArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct AcknowledgeArgs {
-    /// The task.
-    pub task: i64,
+    #[command(flatten)]
+    pub on: OneTask,
     /// The item you take: double_execution, unsafe_lost_lease, loop or dead.
     #[arg(long, value_parser = parse_attention)]
     pub item: lastword_core::AttentionKind,
     /// The note everyone sees ("investigating — refund team paged"); goes to the audit trail.
     #[arg(long)]
     pub note: String,
-    /// The lease epoch you saw: refused if the task moved on since.
-    #[arg(long)]
-    pub expected_epoch: Option<i64>,
-    #[arg(long)]
-    pub request_id: Option<String>,
-    #[command(flatten)]
-    pub who: ActorArgs,
 }
 
 fn parse_attention(s: &str) -> Result<lastword_core::AttentionKind, String> {
@@ -269,30 +288,14 @@ pub async fn requeue(store: &dyn Store, args: RequeueArgs) -> anyhow::Result<Exi
 /// `lastword compensate` (and `--undo`).
 pub async fn compensate(store: &dyn Store, args: CompensateArgs) -> anyhow::Result<ExitCode> {
     let kind = if args.undo { ActionKind::Uncompensate } else { ActionKind::Compensate };
-    let request = ActionRequest {
-        reason: args.reason,
-        reference: args.reference,
-        expected_epoch: args.expected_epoch,
-        request_id: args.request_id,
-        ..Default::default()
-    }
-    .validate(kind)?;
-    let outcome = store.act(args.task, kind, &request, &args.who.actor(), now()).await?;
-    print_outcome(&outcome.with_context(|| format!("no task {}", args.task))?, args.who.json)
+    let request = ActionRequest { reason: args.reason, reference: args.reference, ..Default::default() };
+    args.on.act(store, kind, request).await
 }
 
 /// `lastword acknowledge`: takes an attention item of a task, audited.
 pub async fn acknowledge(store: &dyn Store, args: AcknowledgeArgs) -> anyhow::Result<ExitCode> {
-    let request = ActionRequest {
-        reason: args.note,
-        attention: Some(args.item),
-        expected_epoch: args.expected_epoch,
-        request_id: args.request_id,
-        ..Default::default()
-    }
-    .validate(ActionKind::Acknowledge)?;
-    let outcome = store.act(args.task, ActionKind::Acknowledge, &request, &args.who.actor(), now()).await?;
-    print_outcome(&outcome.with_context(|| format!("no task {}", args.task))?, args.who.json)
+    let request = ActionRequest { reason: args.note, attention: Some(args.item), ..Default::default() };
+    args.on.act(store, ActionKind::Acknowledge, request).await
 }
 
 /// `lastword audit`: the newest entries first, one line each.

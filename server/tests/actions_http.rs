@@ -56,13 +56,7 @@ impl Fixture {
     /// A queued task of a kind no other task has, so a claim takes exactly this one.
     async fn task(&self, safety: Safety, max_attempts: i32) -> (i64, [String; 1]) {
         let kind = format!("kind-{}", next_suffix());
-        let task = NewTask {
-            kind: kind.clone(),
-            source: Source::Notification,
-            safety,
-            payload: json!({}),
-            max_attempts,
-        };
+        let task = NewTask::new(kind.clone(), Source::Notification, safety).with_max_attempts(max_attempts);
         (enqueue(&self.db, &task, self.past()).await.unwrap(), [kind])
     }
 

@@ -118,12 +118,8 @@ async fn arrange(db: &Db) -> Scenario {
     let config = RunnerConfig { lease: Duration::seconds(30), tokens: Tokens::default() };
     let runner = |w: &str| Runner::new(db.clone(), w, config.clone(), Arc::new(clock.clone()));
     let (a, b) = (runner("worker-a"), runner("worker-b"));
-    let task = |kind: &str, safety: Safety| NewTask {
-        kind: kind.to_string(),
-        source: Source::Notification,
-        safety,
-        payload: serde_json::json!({"n": 1}),
-        max_attempts: 3,
+    let task = |kind: &str, safety: Safety| {
+        NewTask::new(kind, Source::Notification, safety).with_payload(serde_json::json!({"n": 1}))
     };
     let claim = |r: &Runner| {
         let r = r.clone();
@@ -482,13 +478,7 @@ async fn metrics_expose_the_series(db: Db) {
         RunnerConfig::default(),
         Arc::new(ManualClock::new(Utc::now() - Duration::minutes(1))),
     );
-    let task = NewTask {
-        kind: "metrics_probe".into(),
-        source: Source::Tick,
-        safety: Safety::Idempotent,
-        payload: serde_json::json!({}),
-        max_attempts: 1,
-    };
+    let task = NewTask::new("metrics_probe", Source::Tick, Safety::Idempotent).with_max_attempts(1);
     runner.enqueue(&task).await.unwrap();
     // Only this kind: the scenario's lapsed lease stays with worker-b.
     let l = runner.claim(Some(&["metrics_probe".to_string()])).await.unwrap().unwrap();
@@ -545,12 +535,8 @@ async fn metrics_count_what_happens_after_the_start_and_gauge_what_is_open(db: D
         RunnerConfig::default(),
         Arc::new(ManualClock::new(now - Duration::minutes(1))),
     );
-    let probe = |max_attempts| NewTask {
-        kind: "metrics_probe".into(),
-        source: Source::Tick,
-        safety: Safety::Idempotent,
-        payload: serde_json::json!({}),
-        max_attempts,
+    let probe = |max_attempts| {
+        NewTask::new("metrics_probe", Source::Tick, Safety::Idempotent).with_max_attempts(max_attempts)
     };
     let kinds = ["metrics_probe".to_string()];
     let dead = runner.enqueue(&probe(1)).await.unwrap();
@@ -936,15 +922,7 @@ async fn lease_histograms_observe_each_finished_run_once(db: Db) {
     let runner = |w: &str| Runner::new(db.clone(), w, RunnerConfig::default(), Arc::new(clock.clone()));
     let (z, y) = (runner("worker-z"), runner("worker-y"));
     let kinds = ["histogram_probe".to_string()];
-    z.enqueue(&NewTask {
-        kind: "histogram_probe".into(),
-        source: Source::Tick,
-        safety: Safety::Idempotent,
-        payload: serde_json::json!({}),
-        max_attempts: 3,
-    })
-    .await
-    .unwrap();
+    z.enqueue(&NewTask::new("histogram_probe", Source::Tick, Safety::Idempotent)).await.unwrap();
     let slow = z.claim(Some(&kinds)).await.unwrap().unwrap();
     clock.advance(Duration::seconds(31));
     let again = y.claim(Some(&kinds)).await.unwrap().unwrap();

@@ -2,7 +2,7 @@
 //! both backends: exit 0 when applied (or replayed), 3 when refused, and the rows they write.
 
 use lastword_core::Tokens;
-use lastword_server::act::{self, ActorArgs, CompensateArgs, RequeueArgs};
+use lastword_server::act::{self, ActorArgs, CompensateArgs, OneTask, RequeueArgs};
 use lastword_store::testing::{insert_task, scalar};
 use lastword_store::{store_for, Db};
 use std::process::ExitCode;
@@ -108,13 +108,15 @@ async fn compensate_of_a_task_that_ran_once_exits_3(db: Db) {
     let store = store_for(db.clone(), Tokens::default());
     let id = insert_task(&db, "reply", "unsafe", chrono::Utc::now()).await;
     let args = CompensateArgs {
-        task: id,
+        on: OneTask {
+            task: id,
+            expected_epoch: None,
+            request_id: None,
+            who: ActorArgs { actor: Some("alice".into()), json: true },
+        },
         reason: "refunded".into(),
         reference: Some("RF-1".into()),
         undo: false,
-        expected_epoch: None,
-        request_id: None,
-        who: ActorArgs { actor: Some("alice".into()), json: true },
     };
     assert_eq!(act::compensate(store.as_ref(), args).await.unwrap(), ExitCode::from(3));
     assert_eq!(scalar(&db, "SELECT COUNT(*) FROM operator_actions WHERE outcome = 'applied'", &[]).await, 0);

@@ -253,13 +253,7 @@ impl SseClient {
 }
 
 fn new_task(kind: &str) -> NewTask {
-    NewTask {
-        kind: kind.to_string(),
-        source: Source::Notification,
-        safety: Safety::Unsafe,
-        payload: serde_json::json!({"n": 1}),
-        max_attempts: 3,
-    }
+    NewTask::new(kind, Source::Notification, Safety::Unsafe).with_payload(serde_json::json!({"n": 1}))
 }
 
 fn runner(db: &Db, worker: &str) -> Runner {
@@ -463,8 +457,7 @@ async fn two_servers_one_database(db: Db) {
     at_a.expect("status").await;
     at_b.expect("status").await;
 
-    let task_id =
-        enqueue(&db, &NewTask { max_attempts: 1, ..new_task("balanced") }, Utc::now()).await.unwrap();
+    let task_id = enqueue(&db, &new_task("balanced").with_max_attempts(1), Utc::now()).await.unwrap();
     let worker = runner(&db, "w1");
     let lease = worker.claim(None).await.unwrap().expect("a lease");
     let failed = Outcome::Failed { cause: lastword_core::ErrorCause::Crash, detail: "boom".into() };

@@ -87,13 +87,7 @@ fn fleet(db: &Db) -> Fleet {
 }
 
 fn task(kind: &str, safety: Safety, max_attempts: i32) -> NewTask {
-    NewTask {
-        kind: kind.into(),
-        source: Source::Notification,
-        safety,
-        payload: serde_json::json!({}),
-        max_attempts,
-    }
+    NewTask::new(kind, Source::Notification, safety).with_max_attempts(max_attempts)
 }
 
 impl Fleet {

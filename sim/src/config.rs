@@ -97,6 +97,21 @@ impl Default for FleetConfig {
 pub struct ConfigError(pub String);
 
 impl FleetConfig {
+    /// The same fleet with every fault (slow, each failure cause, silent, empty) at `rate`:
+    /// `0.0` for a fleet that only succeeds, a high rate to see every kind of event soon.
+    pub fn every_fault_at(self, rate: f64) -> Self {
+        FleetConfig {
+            rate_slow: rate,
+            rate_api_error: rate,
+            rate_timeout: rate,
+            rate_context_overflow: rate,
+            rate_crash: rate,
+            rate_silent: rate,
+            rate_empty: rate,
+            ..self
+        }
+    }
+
     /// The fault rates in the order a run's fate is drawn.
     pub(crate) fn fault_rates(&self) -> [(&'static str, f64); 7] {
         [

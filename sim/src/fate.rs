@@ -140,16 +140,7 @@ mod tests {
         assert!((share(Fate::Empty) - 0.2).abs() < 0.01, "{}", share(Fate::Empty));
         assert!((share(Fate::Failed(ErrorCause::Crash)) - 0.03).abs() < 0.01);
         assert!(share(Fate::Acted) > share(Fate::Idle), "notifications mostly act");
-        let none = FleetConfig {
-            rate_slow: 0.0,
-            rate_api_error: 0.0,
-            rate_timeout: 0.0,
-            rate_context_overflow: 0.0,
-            rate_crash: 0.0,
-            rate_silent: 0.0,
-            rate_empty: 0.0,
-            ..FleetConfig::default()
-        };
+        let none = FleetConfig::default().every_fault_at(0.0);
         assert!(
             (0..1000).all(|_| matches!(p.next_plan().fate(&none, Source::Tick), Fate::Acted | Fate::Idle))
         );

@@ -112,13 +112,8 @@ fn new_task(kind: &Kind, n: u64, is_unsafe: bool, person: &str, tour: Option<&[&
     if let Some(tour) = tour {
         payload["tour"] = serde_json::json!(tour);
     }
-    NewTask {
-        kind: kind.name.to_string(),
-        source: kind.source,
-        safety: if is_unsafe { Safety::Unsafe } else { Safety::Idempotent },
-        payload,
-        max_attempts: 3,
-    }
+    NewTask::new(kind.name, kind.source, if is_unsafe { Safety::Unsafe } else { Safety::Idempotent })
+        .with_payload(payload)
 }
 
 /// The opening tour: one task per kind of event, each carrying the fates of its attempts in

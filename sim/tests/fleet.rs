@@ -104,15 +104,9 @@ async fn rates_produce_every_kind_of_event(db: Db) {
         duration: Some(Duration::from_secs(5)),
         seed: Some(7),
         rate_slow: 0.08,
-        rate_api_error: 0.06,
-        rate_timeout: 0.06,
-        rate_context_overflow: 0.06,
-        rate_crash: 0.06,
-        rate_silent: 0.06,
-        rate_empty: 0.06,
         rate_unsafe: 0.3,
         no_tour: true,
-        ..FleetConfig::default()
+        ..FleetConfig::default().every_fault_at(0.06)
     });
     let started = Instant::now();
     let report = run_fleet(db.clone(), config, std::future::pending()).await.unwrap();
@@ -133,14 +127,7 @@ async fn the_tour_alone_shows_every_kind_of_event(db: Db) {
         arrival_rate: 20.0,
         duration: Some(Duration::from_secs(3)),
         seed: Some(1),
-        rate_slow: 0.0,
-        rate_api_error: 0.0,
-        rate_timeout: 0.0,
-        rate_context_overflow: 0.0,
-        rate_crash: 0.0,
-        rate_silent: 0.0,
-        rate_empty: 0.0,
-        ..FleetConfig::default()
+        ..FleetConfig::default().every_fault_at(0.0)
     });
     // A lease of a second (not `fast`'s 300 ms) leaves every healthy run — at most 200 ms of
     // work — five times its work in slack, so a loaded CI machine cannot turn one into a lost

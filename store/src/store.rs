@@ -34,6 +34,36 @@ pub struct NewTask {
     pub max_attempts: i32,
 }
 
+impl NewTask {
+    /// The schema's own default (`tasks.max_attempts … DEFAULT 3`): a first try and two retries.
+    pub const DEFAULT_MAX_ATTEMPTS: i32 = 3;
+
+    /// A task of `kind` with an empty payload (`{}`) and [`Self::DEFAULT_MAX_ATTEMPTS`].
+    pub fn new(
+        kind: impl Into<String>,
+        source: lastword_core::Source,
+        safety: lastword_core::Safety,
+    ) -> Self {
+        NewTask {
+            kind: kind.into(),
+            source,
+            safety,
+            payload: serde_json::json!({}),
+            max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
+        }
+    }
+
+    /// The same task carrying `payload` (what the worker reads to do its job).
+    pub fn with_payload(self, payload: serde_json::Value) -> Self {
+        NewTask { payload, ..self }
+    }
+
+    /// The same task allowed `max_attempts` tries before it is dead.
+    pub fn with_max_attempts(self, max_attempts: i32) -> Self {
+        NewTask { max_attempts, ..self }
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;

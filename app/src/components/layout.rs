@@ -166,3 +166,16 @@ pub fn Layout(children: Children) -> impl IntoView {
         </div>
     }
 }
+
+/// A page's heading: the document title and the `<h1>` say the same name, with the page's own
+/// controls (a window, filters, a refresh) beside it.
+#[component]
+pub fn PageHead(title: &'static str, #[prop(optional)] children: Option<Children>) -> impl IntoView {
+    view! {
+        <leptos_meta::Title text=title />
+        <header class="page-head">
+            <h1>{title}</h1>
+            {children.map(|c| c())}
+        </header>
+    }
+}

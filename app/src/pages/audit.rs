@@ -4,12 +4,13 @@
 //! form works with JavaScript off.
 
 use crate::api::actions::{get_audit, AuditAnswer};
+use crate::components::layout::PageHead;
 use crate::components::since::SinceSelect;
+use crate::components::table::{Column, DataTable};
 use crate::components::time::Time;
-use crate::pages::{live_version, loaded};
+use crate::pages::{bad_filter_view, live_version, loaded};
 use lastword_core::{ActionKind, OperatorAction};
 use leptos::prelude::*;
-use leptos_meta::Title;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
@@ -24,6 +25,19 @@ fn outcome_label(a: &OperatorAction) -> String {
     }
 }
 
+const AUDIT_COLUMNS: &[Column] = &[
+    Column::text("When"),
+    Column::text("Actor"),
+    Column::text("Action"),
+    Column::text("Task"),
+    Column::text("Run"),
+    Column::text("Epoch").titled("the lease epoch the operator saw → after the action"),
+    Column::text("Status seen"),
+    Column::text("Outcome"),
+    Column::text("Reason"),
+    Column::text("Reference"),
+];
+
 #[component]
 pub fn AuditPage() -> impl IntoView {
     let query = use_query_map();
@@ -34,17 +48,15 @@ pub fn AuditPage() -> impl IntoView {
     let param = move |k: &str| query.read().get(k).unwrap_or_default();
 
     view! {
-        <Title text="Audit" />
         <section class="page">
-            <header class="page-head">
-                <h1>"Audit"</h1>
+            <PageHead title="Audit">
                 <span class="muted">
                     "Every operator action, newest first: what applied, and what was tried and refused (which changed nothing)."
                 </span>
                 <a class="muted" href="/audit">
                     "Clear filters"
                 </a>
-            </header>
+            </PageHead>
             <Form method="GET" action="/audit" attr:class="filters" attr:aria-label="Filter the audit trail">
                 <label>
                     "Actor"
@@ -120,94 +132,73 @@ pub fn AuditPage() -> impl IntoView {
                                 format!("/audit{}", q.to_query_string())
                             });
                         view! {
-                            <table class="grid" data-testid="audit">
-                                <thead>
-                                    <tr>
-                                        <th scope="col">"When"</th>
-                                        <th scope="col">"Actor"</th>
-                                        <th scope="col">"Action"</th>
-                                        <th scope="col">"Task"</th>
-                                        <th scope="col">"Run"</th>
-                                        <th
-                                            scope="col"
-                                            title="the lease epoch the operator saw → after the action"
-                                        >
-                                            "Epoch"
-                                        </th>
-                                        <th scope="col">"Status seen"</th>
-                                        <th scope="col">"Outcome"</th>
-                                        <th scope="col">"Reason"</th>
-                                        <th scope="col">"Reference"</th>
-                                    </tr>
-                                </thead>
-                                <tbody>
-                                    {page
-                                        .actions
-                                        .into_iter()
-                                        .map(|a| {
-                                            view! {
-                                                <tr
-                                                    data-row=""
-                                                    data-action=a.action.as_str()
-                                                    data-outcome=a.outcome.clone()
-                                                    class:audit-refused=a.refused().is_some()
-                                                >
-                                                    <td>
-                                                        <Time t=a.created_at short=true />
-                                                    </td>
-                                                    <td>
-                                                        <a href=format!(
-                                                            "/audit?actor={}",
-                                                            lastword_core::query::encode_component(&a.actor),
-                                                        )>{a.actor.clone()}</a>
-                                                        {a
-                                                            .via
-                                                            .clone()
-                                                            .map(|v| {
-                                                                view! {
-                                                                    " "
-                                                                    <span class="muted" data-testid="audit-via">
-                                                                        {format!("via {v}")}
-                                                                    </span>
-                                                                }
-                                                            })}
-                                                    </td>
-                                                    <td>{a.action.label()}</td>
-                                                    <td>
-                                                        <a href=format!(
-                                                            "/tasks/{}",
-                                                            a.task_id,
-                                                        )>{format!("#{}", a.task_id)}</a>
-                                                    </td>
-                                                    <td class="num">
-                                                        {a
-                                                            .run_id
-                                                            .map(|r| r.to_string())
-                                                            .unwrap_or_else(|| "—".into())}
-                                                    </td>
-                                                    <td class="num">
-                                                        {format!(
-                                                            "{} → {}",
-                                                            a
-                                                                .epoch_seen
-                                                                .map(|e| e.to_string())
-                                                                .unwrap_or_else(|| "—".into()),
-                                                            a
-                                                                .epoch_after
-                                                                .map(|e| e.to_string())
-                                                                .unwrap_or_else(|| "—".into()),
-                                                        )}
-                                                    </td>
-                                                    <td>{a.status_seen.map(|s| s.as_str())}</td>
-                                                    <td data-testid="audit-outcome">{outcome_label(&a)}</td>
-                                                    <td class="detail">{a.reason.clone()}</td>
-                                                    <td>{a.reference.clone().unwrap_or_default()}</td>
-                                                </tr>
-                                            }
-                                        })
-                                        .collect_view()}
-                                </tbody>
-                            </table>
+                            <DataTable columns=AUDIT_COLUMNS testid="audit">
+                                {page
+                                    .actions
+                                    .into_iter()
+                                    .map(|a| {
+                                        view! {
+                                            <tr
+                                                data-row=""
+                                                data-action=a.action.as_str()
+                                                data-outcome=a.outcome.clone()
+                                                class:audit-refused=a.refused().is_some()
+                                            >
+                                                <td>
+                                                    <Time t=a.created_at short=true />
+                                                </td>
+                                                <td>
+                                                    <a href=format!(
+                                                        "/audit?actor={}",
+                                                        lastword_core::query::encode_component(&a.actor),
+                                                    )>{a.actor.clone()}</a>
+                                                    {a
+                                                        .via
+                                                        .clone()
+                                                        .map(|v| {
+                                                            view! {
+                                                                " "
+                                                                <span class="muted" data-testid="audit-via">
+                                                                    {format!("via {v}")}
+                                                                </span>
+                                                            }
+                                                        })}
+                                                </td>
+                                                <td>{a.action.label()}</td>
+                                                <td>
+                                                    <a href=format!(
+                                                        "/tasks/{}",
+                                                        a.task_id,
+                                                    )>{format!("#{}", a.task_id)}</a>
+                                                </td>
+                                                <td class="num">
+                                                    {a
+                                                        .run_id
+                                                        .map(|r| r.to_string())
+                                                        .unwrap_or_else(|| "—".into())}
+                                                </td>
+                                                <td class="num">
+                                                    {format!(
+                                                        "{} → {}",
+                                                        a
+                                                            .epoch_seen
+                                                            .map(|e| e.to_string())
+                                                            .unwrap_or_else(|| "—".into()),
+                                                        a
+                                                            .epoch_after
+                                                            .map(|e| e.to_string())
+                                                            .unwrap_or_else(|| "—".into()),
+                                                    )}
+                                                </td>
+                                                <td>{a.status_seen.map(|s| s.as_str())}</td>
+                                                <td data-testid="audit-outcome">{outcome_label(&a)}</td>
+                                                <td class="detail">{a.reason.clone()}</td>
+                                                <td>{a.reference.clone().unwrap_or_default()}</td>
+                                            </tr>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </DataTable>
                             <nav class="pager" aria-label="Pages">
                                 {next
                                     .map(|h| {
@@ -221,14 +212,7 @@ pub fn AuditPage() -> impl IntoView {
                         }
                             .into_any()
                     }
-                    AuditAnswer::BadFilter(e) => {
-                        view! {
-                            <p class="banner banner-error" role="alert" data-testid="bad-filter">
-                                {e.to_string()}
-                            </p>
-                        }
-                            .into_any()
-                    }
+                    AuditAnswer::BadFilter(e) => bad_filter_view(e),
                 },
             )}
         </section>

@@ -4,13 +4,15 @@
 //! re-claim loop, workers whose clocks run ahead, and the heartbeat age of running work.
 
 use crate::api::leases::get_leases;
+use crate::components::layout::PageHead;
 use crate::components::meter::LeaseMeter;
+use crate::components::segmented::{Choice, Segmented};
+use crate::components::table::{Column, DataTable};
 use crate::components::time::Time;
 use crate::pages::{live_version, loaded};
 use lastword_core::leases::{spoken_ms, HeartbeatHealth, KindLeaseStats, LeaseReport};
 use lastword_core::query::encode_component;
 use leptos::prelude::*;
-use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 const WINDOWS: [&str; 4] = ["1h", "6h", "24h", "3d"];
@@ -29,6 +31,38 @@ fn share(part: i64, whole: i64) -> String {
     }
 }
 
+const LEASE_KINDS_COLUMNS: &[Column] = &[
+    Column::text("Kind"),
+    Column::num("Runs"),
+    Column::num("Lease"),
+    Column::num("p50"),
+    Column::num("p95"),
+    Column::num("p99"),
+    Column::num("max"),
+    Column::num("Outlived lease").titled("finished after their lease expired"),
+    Column::num("Lost lease"),
+    Column::num("Double exec."),
+    Column::num("Re-claims (slow/stalled/dead)")
+        .titled("re-claims after a lapsed lease: slow / stalled / dead worker"),
+    Column::num("Operator re-queues"),
+    Column::num("Reclaim latency p50 / p95").titled("from the lapsed lease's expiry to the next claim"),
+];
+
+const LEASE_WORKERS_COLUMNS: &[Column] = &[
+    Column::text("Worker"),
+    Column::num("Paused (finished late)"),
+    Column::num("Stalled"),
+    Column::num("Dead"),
+];
+
+const HEARTBEATS_COLUMNS: &[Column] = &[
+    Column::text("Task"),
+    Column::text("Kind"),
+    Column::text("Worker"),
+    Column::text("Last heard"),
+    Column::text("Lease used since"),
+];
+
 #[component]
 pub fn LeasesPage() -> impl IntoView {
     let query = use_query_map();
@@ -43,32 +77,25 @@ pub fn LeasesPage() -> impl IntoView {
     let kind = Memo::new(move |_| query.read().get("kind").unwrap_or_default());
     let live = live_version();
     let report = Resource::new(move || (window.get(), kind.get(), live.get()), |(w, k, _)| get_leases(w, k));
+    let window_choices = WINDOWS
+        .into_iter()
+        .map(|w| {
+            let href = Signal::derive(move || {
+                let k = kind.get();
+                if k.is_empty() {
+                    format!("/leases?window={w}")
+                } else {
+                    format!("/leases?window={w}&kind={}", encode_component(&k))
+                }
+            });
+            Choice::new(w, href, Signal::derive(move || window.get() == w))
+        })
+        .collect();
     view! {
-        <Title text="Leases" />
         <section class="page">
-            <header class="page-head">
-                <h1>"Leases"</h1>
-                <nav class="segmented" aria-label="Window">
-                    {WINDOWS
-                        .into_iter()
-                        .map(|w| {
-                            let href = move || {
-                                let k = kind.get();
-                                if k.is_empty() {
-                                    format!("/leases?window={w}")
-                                } else {
-                                    format!("/leases?window={w}&kind={}", encode_component(&k))
-                                }
-                            };
-                            view! {
-                                <a href=href aria-current=move || (window.get() == w).then_some("page")>
-                                    {w}
-                                </a>
-                            }
-                        })
-                        .collect_view()}
-                </nav>
-            </header>
+            <PageHead title="Leases">
+                <Segmented label="Window" choices=window_choices />
+            </PageHead>
             <p class="muted">
                 "A lease is how long a worker may stay silent before its task is taken from it: shorter notices a dead worker sooner, "
                 "but re-claims work from live, slow ones (a lost-lease completion, perhaps a double execution)."
@@ -136,60 +163,9 @@ fn LeaseReportView(report: LeaseReport, window: String) -> impl IntoView {
             } else {
                 view! {
                     <div class="table-scroll">
-                        <table class="grid" data-testid="lease-kinds">
-                            <thead>
-                                <tr>
-                                    <th scope="col">"Kind"</th>
-                                    <th scope="col" class="num">
-                                        "Runs"
-                                    </th>
-                                    <th scope="col" class="num">
-                                        "Lease"
-                                    </th>
-                                    <th scope="col" class="num">
-                                        "p50"
-                                    </th>
-                                    <th scope="col" class="num">
-                                        "p95"
-                                    </th>
-                                    <th scope="col" class="num">
-                                        "p99"
-                                    </th>
-                                    <th scope="col" class="num">
-                                        "max"
-                                    </th>
-                                    <th scope="col" class="num" title="finished after their lease expired">
-                                        "Outlived lease"
-                                    </th>
-                                    <th scope="col" class="num">
-                                        "Lost lease"
-                                    </th>
-                                    <th scope="col" class="num">
-                                        "Double exec."
-                                    </th>
-                                    <th
-                                        scope="col"
-                                        class="num"
-                                        title="re-claims after a lapsed lease: slow / stalled / dead worker"
-                                    >
-                                        "Re-claims (slow/stalled/dead)"
-                                    </th>
-                                    <th scope="col" class="num">
-                                        "Operator re-queues"
-                                    </th>
-                                    <th
-                                        scope="col"
-                                        class="num"
-                                        title="from the lapsed lease's expiry to the next claim"
-                                    >
-                                        "Reclaim latency p50 / p95"
-                                    </th>
-                                </tr>
-                            </thead>
-                            <tbody>
-                                {kinds.into_iter().map(|k| view! { <KindRow k=k /> }).collect_view()}
-                            </tbody>
-                        </table>
+                        <DataTable columns=LEASE_KINDS_COLUMNS testid="lease-kinds">
+                            {kinds.into_iter().map(|k| view! { <KindRow k=k /> }).collect_view()}
+                        </DataTable>
                     </div>
                 }
                     .into_any()
@@ -247,40 +223,24 @@ fn LeaseReportView(report: LeaseReport, window: String) -> impl IntoView {
                         "Paused: the heartbeats stopped but the run finished later (a GC pause, an API stall) — a longer lease or more frequent heartbeats help. "
                         "Stalled: the run never finished but the worker went on claiming. Dead: never finished, the worker not seen since — the lease did its job."
                     </p>
-                    <table class="grid" data-testid="lease-workers">
-                        <thead>
-                            <tr>
-                                <th scope="col">"Worker"</th>
-                                <th scope="col" class="num">
-                                    "Paused (finished late)"
-                                </th>
-                                <th scope="col" class="num">
-                                    "Stalled"
-                                </th>
-                                <th scope="col" class="num">
-                                    "Dead"
-                                </th>
-                            </tr>
-                        </thead>
-                        <tbody>
-                            {workers
-                                .into_iter()
-                                .map(|w| {
-                                    let href = format!("/failures?worker={}", encode_component(&w.worker));
-                                    view! {
-                                        <tr data-row="" data-worker=w.worker.clone()>
-                                            <td>
-                                                <a href=href>{w.worker.clone()}</a>
-                                            </td>
-                                            <td class="num">{w.paused}</td>
-                                            <td class="num">{w.stalled}</td>
-                                            <td class="num">{w.dead}</td>
-                                        </tr>
-                                    }
-                                })
-                                .collect_view()}
-                        </tbody>
-                    </table>
+                    <DataTable columns=LEASE_WORKERS_COLUMNS testid="lease-workers">
+                        {workers
+                            .into_iter()
+                            .map(|w| {
+                                let href = format!("/failures?worker={}", encode_component(&w.worker));
+                                view! {
+                                    <tr data-row="" data-worker=w.worker.clone()>
+                                        <td>
+                                            <a href=href>{w.worker.clone()}</a>
+                                        </td>
+                                        <td class="num">{w.paused}</td>
+                                        <td class="num">{w.stalled}</td>
+                                        <td class="num">{w.dead}</td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </DataTable>
                 }
                     .into_any()
             }}
@@ -329,20 +289,9 @@ fn LeaseReportView(report: LeaseReport, window: String) -> impl IntoView {
                 view! { <p class="muted">"Nothing is running."</p> }.into_any()
             } else {
                 view! {
-                    <table class="grid" data-testid="heartbeats">
-                        <thead>
-                            <tr>
-                                <th scope="col">"Task"</th>
-                                <th scope="col">"Kind"</th>
-                                <th scope="col">"Worker"</th>
-                                <th scope="col">"Last heard"</th>
-                                <th scope="col">"Lease used since"</th>
-                            </tr>
-                        </thead>
-                        <tbody>
-                            {heartbeats.into_iter().map(|h| view! { <HeartbeatRow h=h /> }).collect_view()}
-                        </tbody>
-                    </table>
+                    <DataTable columns=HEARTBEATS_COLUMNS testid="heartbeats">
+                        {heartbeats.into_iter().map(|h| view! { <HeartbeatRow h=h /> }).collect_view()}
+                    </DataTable>
                 }
                     .into_any()
             }}

@@ -140,6 +140,17 @@ where
     }
 }
 
+/// A query string the page could not read, as an alert that names what is wrong with it (the
+/// failures and audit pages' filters; nothing is listed until it is mended).
+pub fn bad_filter_view(e: impl std::fmt::Display) -> AnyView {
+    view! {
+        <p class="banner banner-error" role="alert" data-testid="bad-filter">
+            {e.to_string()}
+        </p>
+    }
+    .into_any()
+}
+
 /// A server function's error as a page-level alert.
 pub fn error_view(what: &'static str, e: ServerFnError) -> AnyView {
     view! {

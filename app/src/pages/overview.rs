@@ -3,13 +3,17 @@
 use crate::api::leases::get_leases_at_hand;
 use crate::api::overview::{get_overview, get_totals, WINDOWS};
 use crate::components::badges::{cause_label, state_mark, StateBadge};
+use crate::components::layout::PageHead;
+use crate::components::segmented::{Choice, Segmented};
+use crate::components::table::{Column, DataTable};
 use crate::components::time::Time;
 use crate::pages::{error_view, live_version, loaded};
 use lastword_core::query::encode_component;
 use lastword_core::{Bucket, Overview, RunState};
 use leptos::prelude::*;
-use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
+
+const CAUSES_COLUMNS: &[Column] = &[Column::text("Cause"), Column::num("Runs")];
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
@@ -31,29 +35,18 @@ pub fn OverviewPage() -> impl IntoView {
     // Lease health over its own default window (a day), as the server has it at hand: shared
     // between viewers and never waited for (the first answer after a start may be "computing").
     let leases = Resource::new(move || (refreshes.get(), live.get()), |_| get_leases_at_hand());
+    let window_choices = WINDOWS
+        .iter()
+        .map(|&(w, label, _)| {
+            Choice::new(w, format!("/?window={w}"), Signal::derive(move || window.get() == w))
+                .titled(format!("last {label}"))
+        })
+        .collect();
 
     view! {
-        <Title text="Overview" />
         <section class="page">
-            <header class="page-head">
-                <h1>"Overview"</h1>
-                <nav class="segmented" aria-label="Window">
-                    {WINDOWS
-                        .iter()
-                        .map(|(w, label, _)| {
-                            let w = *w;
-                            view! {
-                                <a
-                                    href=format!("/?window={w}")
-                                    aria-current=move || (window.get() == w).then_some("page")
-                                    title=format!("last {label}")
-                                >
-                                    {w}
-                                </a>
-                            }
-                        })
-                        .collect_view()}
-                </nav>
+            <PageHead title="Overview">
+                <Segmented label="Window" choices=window_choices />
                 <button type="button" class="btn" on:click=move |_| refreshes.update(|n| *n += 1)>
                     "Refresh"
                 </button>
@@ -64,7 +57,7 @@ pub fn OverviewPage() -> impl IntoView {
                         n => format!("refreshed {n} times"),
                     }}
                 </span>
-            </header>
+            </PageHead>
             {loaded(
                 "Loading…",
                 "the overview",
@@ -256,37 +249,23 @@ fn OverviewBody(overview: Overview, window: String) -> impl IntoView {
         </section>
         <section aria-labelledby="causes-title">
             <h2 id="causes-title">"Failures by cause"</h2>
-            <table class="grid narrow">
-                <thead>
-                    <tr>
-                        <th scope="col">"Cause"</th>
-                        <th scope="col" class="num">
-                            "Runs"
-                        </th>
-                    </tr>
-                </thead>
-                <tbody>
-                    {overview
-                        .by_cause
-                        .iter()
-                        .map(|(cause, n)| {
-                            let href = format!(
-                                "/failures?cause={}&{}",
-                                encode_component(cause.as_str()),
-                                since,
-                            );
-                            view! {
-                                <tr>
-                                    <td>
-                                        <a href=href>{cause_label(*cause)}</a>
-                                    </td>
-                                    <td class="num">{*n}</td>
-                                </tr>
-                            }
-                        })
-                        .collect_view()}
-                </tbody>
-            </table>
+            <DataTable columns=CAUSES_COLUMNS class="narrow">
+                {overview
+                    .by_cause
+                    .iter()
+                    .map(|(cause, n)| {
+                        let href = format!("/failures?cause={}&{}", encode_component(cause.as_str()), since);
+                        view! {
+                            <tr>
+                                <td>
+                                    <a href=href>{cause_label(*cause)}</a>
+                                </td>
+                                <td class="num">{*n}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </DataTable>
         </section>
     }
 }

@@ -9,7 +9,7 @@ use super::{path_id, query_pairs, write_now, ApiError};
 use crate::auth::{require_operator, AuthError};
 use crate::AppState;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -49,36 +49,56 @@ fn outcome_response(outcome: ActionOutcome) -> Response {
     }
 }
 
-/// One action on one task by `principal`. A viewer is refused (403) before anything else, and
-/// the attempt is written to the audit trail (when the task exists and the body reads).
-async fn act(
+/// What every `POST /tasks/{id}/<action>` route reads from its request: the task id as written
+/// (checked by [`path_id`] so a bad one is a 400 that names it), who asks, and the body as JSON
+/// (its errors become a 400 by [`body`], after the caller's right to act is checked).
+pub struct ActionCall {
     state: AppState,
-    kind: ActionKind,
     id: String,
-    principal: Option<Extension<Principal>>,
-    request: Result<Json<Value>, JsonRejection>,
-) -> Result<Response, ApiError> {
-    let principal = principal.map(|Extension(p)| p);
-    let actor = match require_operator(principal.as_ref()) {
-        Ok(actor) => actor,
-        Err(refusal) => {
-            if let (AuthError::Forbidden(_), Some(viewer), Ok(id)) =
-                (&refusal, &principal, path_id("id", &id))
-            {
-                let tried = body::<ActionRequest>(request).unwrap_or_default().as_recorded_refusal();
-                state
-                    .store
-                    .record_refusal(id, kind, &tried, &viewer.actor(), "forbidden", write_now())
-                    .await?;
+    principal: Option<Principal>,
+    body: Result<Json<Value>, JsonRejection>,
+}
+
+impl FromRequest<AppState> for ActionCall {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let Path(id) = Path::<String>::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let principal = parts.extensions.get::<Principal>().cloned();
+        let body = Json::<Value>::from_request(Request::from_parts(parts, body), state).await;
+        Ok(ActionCall { state: state.clone(), id, principal, body })
+    }
+}
+
+impl ActionCall {
+    /// One action on one task. A viewer is refused (403) before anything else, and the attempt
+    /// is written to the audit trail (when the task exists and the body reads).
+    async fn act(self, kind: ActionKind) -> Result<Response, ApiError> {
+        let ActionCall { state, id, principal, body: request } = self;
+        let actor = match require_operator(principal.as_ref()) {
+            Ok(actor) => actor,
+            Err(refusal) => {
+                if let (AuthError::Forbidden(_), Some(viewer), Ok(id)) =
+                    (&refusal, &principal, path_id("id", &id))
+                {
+                    let tried = body::<ActionRequest>(request).unwrap_or_default().as_recorded_refusal();
+                    state
+                        .store
+                        .record_refusal(id, kind, &tried, &viewer.actor(), "forbidden", write_now())
+                        .await?;
+                }
+                return Err(refusal.into());
             }
-            return Err(refusal.into());
+        };
+        let id = path_id("id", &id)?;
+        let request = body::<ActionRequest>(request)?.validate(kind)?;
+        match state.store.act(id, kind, &request, &actor.actor(), write_now()).await? {
+            Some(outcome) => Ok(outcome_response(outcome)),
+            None => Err(ApiError::NotFound(format!("task {id}"))),
         }
-    };
-    let id = path_id("id", &id)?;
-    let request = body::<ActionRequest>(request)?.validate(kind)?;
-    match state.store.act(id, kind, &request, &actor.actor(), write_now()).await? {
-        Some(outcome) => Ok(outcome_response(outcome)),
-        None => Err(ApiError::NotFound(format!("task {id}"))),
     }
 }
 
@@ -87,26 +107,16 @@ async fn act(
         (status = 409, description = "Refused: what changed, and the task as it is now", body = super::openapi::ActionRefused), super::openapi::Refusals))]
 /// `POST /api/v1/tasks/{id}/requeue` `{"reason", "expected_epoch", "expected_status"?, "fence"?,
 /// "run_id"?, "request_id"?}`.
-pub async fn requeue(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    principal: Option<Extension<Principal>>,
-    request: Result<Json<Value>, JsonRejection>,
-) -> Result<Response, ApiError> {
-    act(state, ActionKind::Requeue, id, principal, request).await
+pub async fn requeue(call: ActionCall) -> Result<Response, ApiError> {
+    call.act(ActionKind::Requeue).await
 }
 
 #[utoipa::path(post, path = "/tasks/{id}/compensate", tag = "actions", params(super::openapi::IdPath), request_body = ActionRequest,
     responses((status = 200, description = "Marked compensated (or replayed: the same request id was applied before)", body = ActionOutcome),
         (status = 409, description = "Refused: what changed, and the task as it is now", body = super::openapi::ActionRefused), super::openapi::Refusals))]
 /// `POST /api/v1/tasks/{id}/compensate` `{"reason", "reference"?, "expected_epoch"?, "request_id"?}`.
-pub async fn compensate(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    principal: Option<Extension<Principal>>,
-    request: Result<Json<Value>, JsonRejection>,
-) -> Result<Response, ApiError> {
-    act(state, ActionKind::Compensate, id, principal, request).await
+pub async fn compensate(call: ActionCall) -> Result<Response, ApiError> {
+    call.act(ActionKind::Compensate).await
 }
 
 #[utoipa::path(post, path = "/tasks/{id}/acknowledge", tag = "actions", params(super::openapi::IdPath), request_body = ActionRequest,
@@ -114,26 +124,16 @@ pub async fn compensate(
         (status = 409, description = "Refused: what changed, and the task as it is now", body = super::openapi::ActionRefused), super::openapi::Refusals))]
 /// `POST /api/v1/tasks/{id}/acknowledge` `{"attention", "reason", "expected_epoch"?, "request_id"?}`:
 /// takes an attention item (`reason` is the note everyone sees).
-pub async fn acknowledge(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    principal: Option<Extension<Principal>>,
-    request: Result<Json<Value>, JsonRejection>,
-) -> Result<Response, ApiError> {
-    act(state, ActionKind::Acknowledge, id, principal, request).await
+pub async fn acknowledge(call: ActionCall) -> Result<Response, ApiError> {
+    call.act(ActionKind::Acknowledge).await
 }
 
 #[utoipa::path(post, path = "/tasks/{id}/uncompensate", tag = "actions", params(super::openapi::IdPath), request_body = ActionRequest,
     responses((status = 200, description = "The compensation mark removed (or replayed: the same request id was applied before)", body = ActionOutcome),
         (status = 409, description = "Refused: what changed, and the task as it is now", body = super::openapi::ActionRefused), super::openapi::Refusals))]
 /// `POST /api/v1/tasks/{id}/uncompensate` `{"reason", "request_id"?}`: undoes a compensation mark.
-pub async fn uncompensate(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    principal: Option<Extension<Principal>>,
-    request: Result<Json<Value>, JsonRejection>,
-) -> Result<Response, ApiError> {
-    act(state, ActionKind::Uncompensate, id, principal, request).await
+pub async fn uncompensate(call: ActionCall) -> Result<Response, ApiError> {
+    call.act(ActionKind::Uncompensate).await
 }
 
 /// The API's own flags in a bulk request's query string, beside the run filter.

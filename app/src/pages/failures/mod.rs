@@ -8,14 +8,14 @@ use crate::api::runs::{list_failures, RunsAnswer};
 use crate::auth::use_can_act;
 use crate::components::badges::{cause_label, StateBadge};
 use crate::components::bulk::BulkScope;
+use crate::components::layout::PageHead;
 use crate::components::since::SinceSelect;
 use crate::components::time::{human_duration, Time};
 use crate::components::trace::TraceLink;
-use crate::pages::{live_version, loaded};
+use crate::pages::{bad_filter_view, live_version, loaded};
 use bulk::BulkRequeue;
 use lastword_core::{Cause, CauseFacets, ReclaimReason, RunListItem, RunPage, RunState, TraceLinks};
 use leptos::prelude::*;
-use leptos_meta::Title;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
@@ -78,14 +78,12 @@ pub fn FailuresPage() -> impl IntoView {
     };
 
     view! {
-        <Title text="Failures" />
         <section class="page">
-            <header class="page-head">
-                <h1>"Failures"</h1>
+            <PageHead title="Failures">
                 <a class="muted" href="/failures">
                     "Clear filters"
                 </a>
-            </header>
+            </PageHead>
             <Form method="GET" action="/failures" attr:class="filters" attr:aria-label="Filter failures">
                 <fieldset class="causes">
                     <legend>"Cause"</legend>
@@ -299,14 +297,7 @@ pub fn FailuresPage() -> impl IntoView {
                         }
                             .into_any()
                     }
-                    RunsAnswer::BadFilter(e) => {
-                        view! {
-                            <p class="banner banner-error" role="alert" data-testid="bad-filter">
-                                {e.to_string()}
-                            </p>
-                        }
-                            .into_any()
-                    }
+                    RunsAnswer::BadFilter(e) => bad_filter_view(e),
                 },
             )}
         </section>

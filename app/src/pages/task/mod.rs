@@ -9,6 +9,7 @@ use crate::components::actions::{ActionFeedback, ActionUi, Feedback, Submission,
 use crate::components::audit_line::AuditLine;
 use crate::components::badges::StateBadge;
 use crate::components::meter::LeaseMeter;
+use crate::components::table::{Column, DataTable};
 use crate::components::text::LongText;
 use crate::components::time::{relative, use_time_prefs, Time};
 use crate::components::trace::TraceLink;
@@ -23,6 +24,25 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 use story_layout::{story_layout, StoryGeometry};
 
 pub mod story_layout;
+
+const TASK_RUNS_COLUMNS: &[Column] = &[
+    Column::text("Epoch"),
+    Column::text("Re-claimed").titled("why this claim took the task from the run before it"),
+    Column::text("Worker"),
+    Column::text("State"),
+    Column::text("Claimed"),
+    Column::text("Finished"),
+    Column::text("Final write").titled("rows matched by the final owner-guarded write"),
+    Column::text("Output / error"),
+];
+
+const EFFECTS_COLUMNS: &[Column] = &[
+    Column::text("Kind"),
+    Column::text("Idempotency key"),
+    Column::text("Epoch").titled("the fencing token of the run that caused it"),
+    Column::text("Run"),
+    Column::text("At"),
+];
 
 #[component]
 pub fn TaskPage() -> impl IntoView {
@@ -346,80 +366,60 @@ fn TaskBody(
         </section>
         <section aria-labelledby="runs-title">
             <h2 id="runs-title">{format!("Runs ({})", detail.runs.len())}</h2>
-            <table class="grid" data-testid="task-runs">
-                <thead>
-                    <tr>
-                        <th scope="col">"Epoch"</th>
-                        <th scope="col" title="why this claim took the task from the run before it">
-                            "Re-claimed"
-                        </th>
-                        <th scope="col">"Worker"</th>
-                        <th scope="col">"State"</th>
-                        <th scope="col">"Claimed"</th>
-                        <th scope="col">"Finished"</th>
-                        <th scope="col" title="rows matched by the final owner-guarded write">
-                            "Final write"
-                        </th>
-                        <th scope="col">"Output / error"</th>
-                    </tr>
-                </thead>
-                <tbody>
-                    {detail
-                        .runs
-                        .iter()
-                        .map(|r| {
-                            let write = match r.completion_rows {
-                                Some(0) => "rejected (0 rows)",
-                                Some(_) => "accepted",
-                                None => "—",
-                            };
-                            let text = match (&r.error, &r.error_detail) {
-                                (Some(e), Some(d)) => format!("{e}: {d}"),
-                                (Some(e), None) => e.clone(),
-                                _ => r.output.clone().unwrap_or_default(),
-                            };
-                            view! {
-                                <tr data-row="" class=format!("row-{}", r.state.as_str())>
-                                    <td class="num">{r.lease_epoch}</td>
-                                    <td data-reclaim=r
-                                        .reclaim_reason
-                                        .map(|c| {
-                                            c.as_str()
-                                        })>
-                                        {match r.reclaim_reason {
-                                            Some(c) => {
-                                                view! { <span title=c.label()>{c.short()}</span> }.into_any()
-                                            }
-                                            None => {
-                                                view! { <span class="muted">"first claim"</span> }.into_any()
-                                            }
-                                        }}
-                                    </td>
-                                    <td>
-                                        <a href=format!(
-                                            "/failures?worker={}",
-                                            encode_component(&r.worker),
-                                        )>{r.worker.clone()}</a>
-                                    </td>
-                                    <td>
-                                        <StateBadge state=r.state cause=r.cause />
-                                    </td>
-                                    <td>
-                                        <Time t=r.claimed_at short=true />
-                                    </td>
-                                    <td>{r.finished_at.map(|f| view! { <Time t=f short=true /> })}</td>
-                                    <td>{write}</td>
-                                    <td class="detail">
-                                        <LongText text=text />
-                                        " "
-                                        <TraceLink trace_id=r.trace_id.clone() links=trace_links />
-                                    </td>
-                                </tr>
-                            }
-                        })
-                        .collect_view()}
-                </tbody>
-            </table>
+            <DataTable columns=TASK_RUNS_COLUMNS testid="task-runs">
+                {detail
+                    .runs
+                    .iter()
+                    .map(|r| {
+                        let write = match r.completion_rows {
+                            Some(0) => "rejected (0 rows)",
+                            Some(_) => "accepted",
+                            None => "—",
+                        };
+                        let text = match (&r.error, &r.error_detail) {
+                            (Some(e), Some(d)) => format!("{e}: {d}"),
+                            (Some(e), None) => e.clone(),
+                            _ => r.output.clone().unwrap_or_default(),
+                        };
+                        view! {
+                            <tr data-row="" class=format!("row-{}", r.state.as_str())>
+                                <td class="num">{r.lease_epoch}</td>
+                                <td data-reclaim=r
+                                    .reclaim_reason
+                                    .map(|c| {
+                                        c.as_str()
+                                    })>
+                                    {match r.reclaim_reason {
+                                        Some(c) => {
+                                            view! { <span title=c.label()>{c.short()}</span> }.into_any()
+                                        }
+                                        None => view! { <span class="muted">"first claim"</span> }.into_any(),
+                                    }}
+                                </td>
+                                <td>
+                                    <a href=format!(
+                                        "/failures?worker={}",
+                                        encode_component(&r.worker),
+                                    )>{r.worker.clone()}</a>
+                                </td>
+                                <td>
+                                    <StateBadge state=r.state cause=r.cause />
+                                </td>
+                                <td>
+                                    <Time t=r.claimed_at short=true />
+                                </td>
+                                <td>{r.finished_at.map(|f| view! { <Time t=f short=true /> })}</td>
+                                <td>{write}</td>
+                                <td class="detail">
+                                    <LongText text=text />
+                                    " "
+                                    <TraceLink trace_id=r.trace_id.clone() links=trace_links />
+                                </td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </DataTable>
         </section>
         <section aria-labelledby="effects-title">
             <h2 id="effects-title">{format!("Effects ({})", detail.effects.len())}</h2>
@@ -427,40 +427,27 @@ fn TaskBody(
                 view! { <p class="muted">"No side effects recorded."</p> }.into_any()
             } else {
                 view! {
-                    <table class="grid" data-testid="effects">
-                        <thead>
-                            <tr>
-                                <th scope="col">"Kind"</th>
-                                <th scope="col">"Idempotency key"</th>
-                                <th scope="col" title="the fencing token of the run that caused it">
-                                    "Epoch"
-                                </th>
-                                <th scope="col">"Run"</th>
-                                <th scope="col">"At"</th>
-                            </tr>
-                        </thead>
-                        <tbody>
-                            {detail
-                                .effects
-                                .iter()
-                                .map(|e| {
-                                    view! {
-                                        <tr>
-                                            <td>{e.kind.clone()}</td>
-                                            <td>
-                                                <code>{e.idempotency_key.clone()}</code>
-                                            </td>
-                                            <td class="num">{e.lease_epoch}</td>
-                                            <td class="num">{e.run_id}</td>
-                                            <td>
-                                                <Time t=e.created_at short=true />
-                                            </td>
-                                        </tr>
-                                    }
-                                })
-                                .collect_view()}
-                        </tbody>
-                    </table>
+                    <DataTable columns=EFFECTS_COLUMNS testid="effects">
+                        {detail
+                            .effects
+                            .iter()
+                            .map(|e| {
+                                view! {
+                                    <tr>
+                                        <td>{e.kind.clone()}</td>
+                                        <td>
+                                            <code>{e.idempotency_key.clone()}</code>
+                                        </td>
+                                        <td class="num">{e.lease_epoch}</td>
+                                        <td class="num">{e.run_id}</td>
+                                        <td>
+                                            <Time t=e.created_at short=true />
+                                        </td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </DataTable>
                 }
                     .into_any()
             }}

@@ -12,13 +12,14 @@ pub mod layout;
 
 use crate::api::timeline::{get_timeline, get_timeline_runs, AnswerId, TimelineData, TimelineRun};
 use crate::components::badges::{cause_label, state_mark};
+use crate::components::layout::PageHead;
+use crate::components::segmented::{Choice, Segmented};
 use crate::live::use_live_feed;
 use crate::pages::{loaded, LeaseChecks};
 use chrono::{DateTime, Utc};
 use lastword_core::{ReclaimReason, RunState};
 use layout::{Geometry, LaneBy, LaneOrder, Layout, Rows, Scale, Span};
 use leptos::prelude::*;
-use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use std::collections::HashMap;
 
@@ -262,6 +263,36 @@ pub fn TimelinePage() -> impl IntoView {
         .collect_view()
     };
 
+    let zoom_choices = ZOOMS
+        .into_iter()
+        .map(|m| {
+            let label = if m < 60 { format!("{m} min") } else { format!("{} h", m / 60) };
+            let href = Signal::derive(move || {
+                q.with(|q| {
+                    q.altered(|n| {
+                        n.minutes = m;
+                        n.zoom = None;
+                    })
+                    .href()
+                })
+            });
+            Choice::new(label, href, Signal::derive(move || q.with(|q| q.zoom.is_none() && q.minutes == m)))
+        })
+        .collect();
+    let order_choices = [(LaneOrder::RecentFailure, "recent failure first"), (LaneOrder::ByName, "by name")]
+        .into_iter()
+        .map(|(o, label)| {
+            let href = Signal::derive(move || q.with(|q| q.altered(|n| n.order = o).href()));
+            Choice::new(label, href, Signal::derive(move || q.with(|q| q.order) == o))
+        })
+        .collect();
+    let lanes_choices = LaneBy::ALL
+        .into_iter()
+        .map(|b| {
+            let href = Signal::derive(move || q.with(|q| q.altered(|n| n.by = b).href()));
+            Choice::new(format!("per {}", b.as_str()), href, Signal::derive(move || q.with(|q| q.by) == b))
+        })
+        .collect();
     let toggle_pause = move |_| {
         let resuming = paused.get_untracked();
         paused.update(|p| *p = !*p);
@@ -273,65 +304,11 @@ pub fn TimelinePage() -> impl IntoView {
         waiting.set(0);
     };
     view! {
-        <Title text="Live timeline" />
         <section class="page">
-            <header class="page-head">
-                <h1>"Live timeline"</h1>
-                <nav class="segmented" aria-label="Window">
-                    {ZOOMS
-                        .into_iter()
-                        .map(|m| {
-                            view! {
-                                <a
-                                    href=move || {
-                                        q.with(|q| {
-                                            q.altered(|n| {
-                                                    n.minutes = m;
-                                                    n.zoom = None;
-                                                })
-                                                .href()
-                                        })
-                                    }
-                                    aria-current=move || {
-                                        q.with(|q| q.zoom.is_none() && q.minutes == m).then_some("page")
-                                    }
-                                >
-                                    {if m < 60 { format!("{m} min") } else { format!("{} h", m / 60) }}
-                                </a>
-                            }
-                        })
-                        .collect_view()}
-                </nav>
-                <nav class="segmented" aria-label="Lane order">
-                    {[(LaneOrder::RecentFailure, "recent failure first"), (LaneOrder::ByName, "by name")]
-                        .into_iter()
-                        .map(|(o, label)| {
-                            view! {
-                                <a
-                                    href=move || q.with(|q| q.altered(|n| n.order = o).href())
-                                    aria-current=move || (q.with(|q| q.order) == o).then_some("page")
-                                >
-                                    {label}
-                                </a>
-                            }
-                        })
-                        .collect_view()}
-                </nav>
-                <nav class="segmented" aria-label="Lanes">
-                    {LaneBy::ALL
-                        .into_iter()
-                        .map(|b| {
-                            view! {
-                                <a
-                                    href=move || q.with(|q| q.altered(|n| n.by = b).href())
-                                    aria-current=move || (q.with(|q| q.by) == b).then_some("page")
-                                >
-                                    {format!("per {}", b.as_str())}
-                                </a>
-                            }
-                        })
-                        .collect_view()}
-                </nav>
+            <PageHead title="Live timeline">
+                <Segmented label="Window" choices=zoom_choices />
+                <Segmented label="Lane order" choices=order_choices />
+                <Segmented label="Lanes" choices=lanes_choices />
                 <button
                     type="button"
                     class="btn"
@@ -348,7 +325,7 @@ pub fn TimelinePage() -> impl IntoView {
                     }}
                 </span>
                 <Legend />
-            </header>
+            </PageHead>
             <form class="filters timeline-filters" method="get" action="/timeline" aria-label="Filter lanes">
                 <input type="hidden" name="minutes" value=move || q.with(|q| q.minutes.to_string()) />
                 <input type="hidden" name="order" value=move || q.with(|q| q.order.as_str()) />
