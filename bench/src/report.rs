@@ -646,6 +646,9 @@ fn browser_section(path: &std::path::Path) -> Option<String> {
         ("frames in 3 s with the clock moving the picture", "frames_in_3s"),
         ("frame time p95, ms", "frame_p95_ms"),
         ("worst frame, ms", "frame_worst_ms"),
+        ("frames in 4 s while 10 live batches (50 runs) are merged in", "frames_in_4s_merging"),
+        ("frame time p95 while merging, ms", "merge_frame_p95_ms"),
+        ("worst frame while merging, ms", "merge_frame_worst_ms"),
     ] {
         let value = if key == "first_view_bars" {
             format!("{} / {}", n("first_view_bars"), n("first_view_cells"))

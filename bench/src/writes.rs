@@ -14,6 +14,12 @@
 //! throughput installed ÷ without over all alternations; the overall figure is their
 //! geometric mean. The same for triggers only ÷ without says how much of the cost is the
 //! triggers' and how much the running server's.
+//!
+//! The server's share is the work it does for what the runner writes (following `change_log`,
+//! recounting the rollups those changes touched). Inside the installed phase that work spills
+//! from one loop into the next, as it would in a fleet; across phases it does not: the server
+//! follows the changes of its own phase before it is stopped, and those written while it was
+//! not running (triggers only) before its phase is timed.
 
 use crate::cli::Args;
 use crate::http::Client;
@@ -300,6 +306,9 @@ async fn open_stream(http: &Client) -> anyhow::Result<Option<tokio::task::JoinHa
 /// user trigger off.
 async fn switch(pool: &PgPool, server: &mut Server, from: Mode, to: Mode) -> anyhow::Result<()> {
     if from.server() && !to.server() {
+        // The changes its own loops wrote are the installed server's work: let it finish them
+        // rather than leave them to its next start.
+        caught_up(pool).await?;
         server.stop().await;
     }
     if from.triggers() != to.triggers() {
@@ -310,9 +319,38 @@ async fn switch(pool: &PgPool, server: &mut Server, from: Mode, to: Mode) -> any
     }
     if to.server() && !from.server() {
         server.spawn().await?;
+        // The changes written while no server ran (the triggers-only phase's) are not the
+        // installed phase's to pay for: measuring starts once the server has followed them.
+        caught_up(pool).await?;
     }
     Ok(())
 }
+
+/// Waits (at most [`CATCH_UP_LIMIT`]) until the server's rollups have followed every change
+/// in `change_log` — the work a running server does for what the runner writes; prints how
+/// long that took.
+async fn caught_up(pool: &PgPool) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        let (cursor, newest): (Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT (SELECT change_cursor FROM rollup_state WHERE id = 1), (SELECT MAX(id) FROM change_log)",
+        )
+        .fetch_one(pool)
+        .await?;
+        let behind = newest.unwrap_or(0) - cursor.unwrap_or(0);
+        if behind <= 0 || started.elapsed() > CATCH_UP_LIMIT {
+            println!(
+                "writes: server caught up with the change log in {:.1} s ({behind} behind)",
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// How long [`caught_up`] waits at the most (a refresh every 2 s follows 20 000 changes).
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(60);
 
 /// One loop with every client on its own connection for `secs`; committed transactions and
 /// the time they took.
