@@ -83,6 +83,12 @@ pub struct Args {
     #[arg(long, default_value_t = 60)]
     pub crowd_secs: u64,
 
+    /// Which requests the crowd makes: `all` (pages and JSON reads in turn), `html` (the
+    /// server-rendered pages only) or `api` (the JSON reads only). The two halves tell where
+    /// the server's memory goes when `all` shows it growing.
+    #[arg(long, value_enum, default_value_t = crate::crowd::Pages::All)]
+    pub crowd_pages: crate::crowd::Pages,
+
     /// The soak (issue 11): seconds of fleet, dashboard and scripted operators together,
     /// then the record checked. 0 skips the soak.
     #[arg(long, default_value_t = 300)]

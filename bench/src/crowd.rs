@@ -19,6 +19,7 @@ const WARM_UP: Duration = Duration::from_secs(3);
 
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Crowd {
+    pub pages: Pages,
     pub clients: usize,
     pub rps: f64,
     pub secs: f64,
@@ -38,6 +39,10 @@ pub struct Crowd {
     /// Server memory every [`RSS_EVERY`] while the crowd is on: a plateau is flat, a slope to
     /// the end is a leak.
     pub rss_series_mb: Vec<f64>,
+    /// What the server's allocator held allocated at the same moments (from `/metrics`; empty
+    /// for a server that does not report it): RSS rising while this stays flat is memory the
+    /// allocator keeps, not memory in use.
+    pub heap_series_mb: Vec<f64>,
 }
 
 /// How often the crowd samples the server's memory.
@@ -58,11 +63,20 @@ impl Crowd {
     }
 }
 
+/// Which of [`paths`] a crowd asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pages {
+    All,
+    Html,
+    Api,
+}
+
 /// The pages a crowd asks for, in turn: each page an operator opens, as HTML, and the JSON
-/// reads scripts make.
-fn paths(loaded: &Loaded) -> Vec<(String, bool)> {
+/// reads scripts make (`true`: HTML).
+fn paths(loaded: &Loaded, pages: Pages) -> Vec<(String, bool)> {
     let task = loaded.task_50;
-    vec![
+    let all: Vec<(String, bool)> = vec![
         ("/".into(), true),
         ("/failures".into(), true),
         ("/failures?cause=timeout".into(), true),
@@ -75,13 +89,21 @@ fn paths(loaded: &Loaded) -> Vec<(String, bool)> {
         ("/api/v1/overview?since=1h".into(), false),
         (format!("/api/v1/tasks/{task}"), false),
         ("/api/v1/runs/facets?since=24h".into(), false),
-    ]
+    ];
+    all.into_iter()
+        .filter(|(_, html)| match pages {
+            Pages::All => true,
+            Pages::Html => *html,
+            Pages::Api => !*html,
+        })
+        .collect()
 }
 
 pub async fn measure(
     client: &Client,
     server: &Server,
     loaded: &Loaded,
+    pages: Pages,
     clients: usize,
     rps: f64,
     secs: Duration,
@@ -114,7 +136,7 @@ pub async fn measure(
     let requests = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(Mutex::new(Vec::<String>::new()));
     let latencies = Arc::new(Mutex::new(Vec::new()));
-    let paths = paths(loaded);
+    let paths = paths(loaded, pages);
     let period = Duration::from_secs_f64(1.0 / rps);
     let run_requests = |until: Instant, timed: bool| {
         let (requests, errors, latencies, paths) =
@@ -164,14 +186,15 @@ pub async fn measure(
     let (events0, dropped0) = (events.load(Ordering::Relaxed), dropped.load(Ordering::Relaxed));
     let started = Instant::now();
     let sampler = async {
-        let mut series = Vec::new();
+        let (mut rss, mut heap) = (Vec::new(), Vec::new());
         while started.elapsed() < secs {
             tokio::time::sleep(RSS_EVERY.min(secs.saturating_sub(started.elapsed()))).await;
-            series.extend(server.rss_mb());
+            rss.extend(server.rss_mb());
+            heap.extend(server.heap_allocated_mb(client).await);
         }
-        series
+        (rss, heap)
     };
-    let ((), rss_series_mb) = tokio::join!(run_requests(started + secs, true), sampler);
+    let ((), (rss_series_mb, heap_series_mb)) = tokio::join!(run_requests(started + secs, true), sampler);
     let elapsed = started.elapsed().as_secs_f64();
     let rss_end_mb = server.rss_mb();
     let events = events.load(Ordering::Relaxed) - events0;
@@ -185,6 +208,7 @@ pub async fn measure(
 
     let errors = errors.lock().map(|e| e.clone()).unwrap_or_default();
     let crowd = Crowd {
+        pages,
         clients,
         rps,
         secs: elapsed,
@@ -198,10 +222,11 @@ pub async fn measure(
         rss_end_mb,
         rss_after_mb,
         rss_series_mb,
+        heap_series_mb,
     };
     let mb = |m: Option<f64>| m.map(|m| format!("{m:.0} MB")).unwrap_or_else(|| "?".into());
     println!(
-        "crowd: {clients} live clients + {rps} pages/s for {elapsed:.0} s: {} requests, {} errors, {} streams dropped, {} events; {}; server RSS {} → {} ({} after; every {} s: {:.0?} MB)",
+        "crowd ({pages:?} requests): {clients} live clients + {rps} requests/s for {elapsed:.0} s: {} requests, {} errors, {} streams dropped, {} events; {}; server RSS {} → {} ({} after; every {} s: {:.0?} MB; heap allocated: {:.0?} MB)",
         crowd.requests,
         crowd.errors,
         crowd.streams_dropped,
@@ -211,7 +236,8 @@ pub async fn measure(
         mb(rss_end_mb),
         mb(rss_after_mb),
         RSS_EVERY.as_secs(),
-        crowd.rss_series_mb
+        crowd.rss_series_mb,
+        crowd.heap_series_mb
     );
     anyhow::ensure!(
         crowd.errors == 0 && crowd.streams_dropped == 0,

@@ -98,7 +98,16 @@ async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report:
         if args.crowd_secs > 0 {
             let secs = std::time::Duration::from_secs(args.crowd_secs);
             results.crowd = Some(
-                crowd::measure(&http, &server, &loaded, args.crowd_clients, args.crowd_rps, secs).await?,
+                crowd::measure(
+                    &http,
+                    &server,
+                    &loaded,
+                    args.crowd_pages,
+                    args.crowd_clients,
+                    args.crowd_rps,
+                    secs,
+                )
+                .await?,
             );
         }
         anyhow::Ok(())

@@ -506,7 +506,8 @@ pub fn markdown(r: &Results, v: &Value) -> String {
              operator opens, in turn) for {:.0} s.\n\n\
              | requests | errors | streams dropped | events received | latency | server RSS MB: after warm-up → end (growth) → 3 s later |\n|---|---|---|---|---|---|\n\
              | {} | {} | {} | {} | {} | {} → {} ({}) → {} |\n\n\
-             Server RSS every {} s while the crowd was on (MB): {}; growth over the second half: {}.",
+             Server RSS every {} s while the crowd was on (MB): {}; growth over the second half: {}. \
+             Heap allocated at the same moments (MB, jemalloc's count from `/metrics`): {}.",
             c.clients,
             c.rps,
             c.secs,
@@ -521,7 +522,12 @@ pub fn markdown(r: &Results, v: &Value) -> String {
             mb(c.rss_after_mb),
             crate::crowd::RSS_EVERY.as_secs(),
             c.rss_series_mb.iter().map(|m| format!("{m:.0}")).collect::<Vec<_>>().join(", "),
-            c.rss_second_half_growth_pct().map(|g| format!("{g:+.1} %")).unwrap_or_else(|| "—".into())
+            c.rss_second_half_growth_pct().map(|g| format!("{g:+.1} %")).unwrap_or_else(|| "—".into()),
+            if c.heap_series_mb.is_empty() {
+                "not reported".to_string()
+            } else {
+                c.heap_series_mb.iter().map(|m| format!("{m:.0}")).collect::<Vec<_>>().join(", ")
+            }
         );
     }
 

@@ -120,6 +120,21 @@ impl Server {
     }
 
     /// The server's resident memory (`VmRSS` in /proc/<pid>/status), in MB.
+    /// What the server's allocator holds allocated (`lastword_heap_allocated_bytes` on
+    /// `/metrics`), in MB: beside the RSS it tells memory in use from memory kept. `None` when
+    /// the server does not report it.
+    pub async fn heap_allocated_mb(&self, client: &crate::http::Client) -> Option<f64> {
+        let metrics = client.get("/metrics", false).await.ok()?;
+        let text = String::from_utf8(metrics.body).ok()?;
+        let bytes: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("lastword_heap_allocated_bytes "))?
+            .trim()
+            .parse()
+            .ok()?;
+        Some(bytes / (1024.0 * 1024.0))
+    }
+
     pub fn rss_mb(&self) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
         let kb: f64 = status

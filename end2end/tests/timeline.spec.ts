@@ -184,7 +184,9 @@ test("200 workers and 5 000 runs: lanes limited, only those on screen drawn, gly
 
   const figures = {
     date: new Date().toISOString(),
-    wasm: "debug",
+    // The build the server under test came from: `LASTWORD_BIN=target/release/lastword` after
+    // `cargo leptos build --release` measures what users get (the suite's default is debug).
+    wasm: /[\\/]release[\\/]/.test(process.env.LASTWORD_BIN ?? "") ? "release" : "debug",
     window_minutes: 15,
     runs: 5003,
     workers: 203,
@@ -202,14 +204,15 @@ test("200 workers and 5 000 runs: lanes limited, only those on screen drawn, gly
     merge_frame_p95_ms: Number(mergeP95.toFixed(1)),
     merge_frame_worst_ms: Number(mergeWorst.toFixed(1)),
   };
-  // `E2E_WRITE_FIGURES=1 npx playwright test tests/timeline.spec.ts` records them for
+  // `E2E_WRITE_FIGURES=1 LASTWORD_BIN=../target/release/lastword npx playwright test
+  // tests/timeline.spec.ts` (after `cargo leptos build --release`) records them for
   // BENCHMARKS.md (the bench's report quotes bench/timeline-browser.json).
   if (process.env.E2E_WRITE_FIGURES === "1") {
     const fs = await import("node:fs");
     fs.writeFileSync(`${__dirname}/../../bench/timeline-browser.json`, JSON.stringify(figures, null, 2) + "\n");
   }
   console.log(
-    `timeline-scale: 15 min, 5003 runs, 203 workers: first view (40 lanes) hydrated in ${firstHydrated} ms ` +
+    `timeline-scale (${figures.wasm} wasm): 15 min, 5003 runs, 203 workers: first view (40 lanes) hydrated in ${firstHydrated} ms ` +
       `(${drawn.bars} bars, ${drawn.cells} density cells, ${drawn.failedCells} with failures); all 203 lanes in ${allLanes} ms (${markedAtTop} with marks drawn at the top of the page); ` +
       `frames over 3 s with the clock moving: ${frames.length}, p95 ${p95.toFixed(1)} ms, worst ${worst.toFixed(1)} ms; ` +
       `frames over 4 s while 10 live batches (50 runs) were merged: ${mergeFrames.length}, p95 ${mergeP95.toFixed(1)} ms, ` +

@@ -8,6 +8,7 @@ pub mod cached;
 pub mod cli;
 pub mod events;
 pub mod health;
+pub mod heap;
 pub mod live;
 pub mod metrics;
 pub mod notify;
@@ -22,3 +23,8 @@ pub mod terminal;
 pub use auth::{require_operator, Auth, AuthError, RequireOperator};
 pub use routes::{router, router_with};
 pub use state::AppState;
+
+// Every binary that links the server (the `lastword` binary and the tests) allocates through
+// jemalloc: `heap` says why.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

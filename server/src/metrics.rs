@@ -17,7 +17,8 @@
 //!   histograms (`rate()` and `histogram_quantile()` work); like the counters, every server
 //!   observes the same runs, so rules take `max without (instance)`.
 //!
-//! `lastword_live_clients` is read on every scrape.
+//! `lastword_live_clients` and the heap gauges (`lastword_heap_allocated_bytes`,
+//! `lastword_heap_resident_bytes`, [`crate::heap`]) are read on every scrape.
 
 use crate::cached::Cached;
 use crate::AppState;
@@ -233,6 +234,8 @@ pub struct ProcessReading {
     pub db_reads: u64,
     /// Reads answered by sharing another viewer's identical read.
     pub shared_reads: u64,
+    /// The allocator's counts (`None`: it would not say).
+    pub heap: Option<crate::heap::Heap>,
 }
 
 /// The exposition text for a store reading and the process's own figures.
@@ -259,6 +262,21 @@ pub fn render(reading: Option<&Reading>, process: ProcessReading) -> String {
     let live = Gauge::<i64>::default();
     live.set(live_clients);
     registry.register("lastword_live_clients", "Browsers connected to the live event stream", live);
+    if let Some(heap) = process.heap {
+        let gauges = [
+            ("lastword_heap_allocated_bytes", "Bytes the server has allocated and not freed", heap.allocated),
+            (
+                "lastword_heap_resident_bytes",
+                "Bytes of resident memory the server's allocator maps (allocated, its own metadata and free pages not yet returned)",
+                heap.resident,
+            ),
+        ];
+        for (name, help, bytes) in gauges {
+            let g = Gauge::<i64>::default();
+            g.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+            registry.register(name, help, g);
+        }
+    }
     if let Some(figures) = reading.and_then(|r| r.alerts.as_ref()) {
         register_alert_figures(&mut registry, figures);
     }
@@ -382,6 +400,7 @@ pub async fn handler(State(state): State<AppState>) -> Response {
         live_clients: state.live_clients.load(Ordering::Relaxed),
         db_reads: state.shared_reads.database.load(Ordering::Relaxed),
         shared_reads: state.shared_reads.shared.load(Ordering::Relaxed),
+        heap: crate::heap::now(),
     };
     let body = render(reading.as_ref(), process);
     ([(CONTENT_TYPE, CONTENT_TYPE_OPENMETRICS)], body).into_response()

@@ -471,6 +471,14 @@ async fn metrics_expose_the_series(db: Db) {
     ] {
         assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
     }
+    // The heap as jemalloc counts it: this test process holds some, and maps at least that much.
+    let gauge = |name: &str| -> u64 {
+        let value = text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' '));
+        value.unwrap_or_else(|| panic!("{name} missing from\n{text}")).parse().unwrap()
+    };
+    let (allocated, resident) =
+        (gauge("lastword_heap_allocated_bytes"), gauge("lastword_heap_resident_bytes"));
+    assert!(allocated > 0 && resident >= allocated, "allocated {allocated}, resident {resident}");
     // Within the cache's lifetime the store is not asked again; live clients are always fresh.
     let runner = Runner::new(
         db,

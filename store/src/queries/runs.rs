@@ -4,7 +4,7 @@
 use super::predicates::*;
 use super::sql::{Dialect, SqlBuf, Value};
 use chrono::{DateTime, Utc};
-use lastword_core::{Cause, Cursor, PageRequest, RunFilter, Tokens};
+use lastword_core::{Cursor, PageRequest, RunFilter, Tokens};
 
 /// The columns of a [`RunListRow`](crate::rows::RunListRow), from `runs r JOIN tasks t`, with
 /// texts cut to `prefix` characters. Every list row carries its re-claim reason (up to three
@@ -55,7 +55,7 @@ pub(crate) fn list_runs(
 pub(crate) fn cause_facets(d: &Dialect, filter: &RunFilter, now: DateTime<Utc>, tokens: &Tokens) -> SqlBuf {
     let mut buf = SqlBuf::with_state_params(now, tokens);
     let mut conds = filter_conditions(d, &mut buf, filter, false);
-    conds.push(any_of(Cause::ALL.iter().map(|c| cause_predicate(d, *c))));
+    conds.push(any_of(lastword_core::Cause::ALL.iter().map(|c| cause_predicate(d, *c))));
     let join = if needs_task_join(filter) { " JOIN tasks t ON t.id = r.task_id" } else { "" };
     let sql = format!(
         "SELECT {} AS state, r.error, COUNT(*) FROM runs r{join}{} GROUP BY 1, 2",
