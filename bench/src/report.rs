@@ -635,7 +635,8 @@ fn browser_section(path: &std::path::Path) -> Option<String> {
     let _ = writeln!(
         s,
         "Recorded by `E2E_WRITE_FIGURES=1 npx playwright test tests/timeline.spec.ts` (in `end2end/`) \
-         on {}, {} wasm (`cargo leptos build`), against a constructed history of {} runs by {} workers in the last {} \
+         on {}, {} wasm (`cargo leptos build`, `--release` for a release wasm, with `LASTWORD_BIN` naming \
+         `target/release/lastword`), against a constructed history of {} runs by {} workers in the last {} \
          minutes (`end2end/fixtures/timeline-scale.sql`).\n",
         text("date"),
         text("wasm"),
@@ -655,6 +656,7 @@ fn browser_section(path: &std::path::Path) -> Option<String> {
         ("frames in 4 s while 10 live batches (50 runs) are merged in", "frames_in_4s_merging"),
         ("frame time p95 while merging, ms", "merge_frame_p95_ms"),
         ("worst frame while merging, ms", "merge_frame_worst_ms"),
+        ("frames over 50 ms while merging", "merge_frames_over_50ms"),
     ] {
         let value = if key == "first_view_bars" {
             format!("{} / {}", n("first_view_bars"), n("first_view_cells"))
