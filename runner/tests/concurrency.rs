@@ -264,7 +264,7 @@ async fn fleet_keeps_the_invariants(db: Db, workers: usize, tasks: usize) {
 async fn postgres_fleet_keeps_the_invariants() {
     if let Some(db) = lastword_store::testing::postgres("postgres_fleet_keeps_the_invariants").await {
         fleet_keeps_the_invariants(db.clone(), 16, 2000).await;
-        db.close().await;
+        lastword_store::testing::discard_postgres(db).await;
     }
 }
 

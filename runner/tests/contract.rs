@@ -727,4 +727,5 @@ async fn the_claim_reads_only_claimable_tasks_on_postgres() {
     assert!(!plan.contains("tasks_pkey") && !plan.contains("Seq Scan"), "{plan}");
     // And the claim takes the one queued task.
     assert_eq!(claim(&fixture.runner("w1")).await.task_id, queued);
+    lastword_store::testing::discard_postgres(db).await;
 }

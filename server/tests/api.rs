@@ -995,7 +995,8 @@ mod simulated {
     #[tokio::test]
     async fn on_postgres() {
         if let Some(db) = lastword_store::testing::postgres("simulated_fleet_pages_through").await {
-            super::simulated_fleet_pages_through(db).await;
+            super::simulated_fleet_pages_through(db.clone()).await;
+            lastword_store::testing::discard_postgres(db).await;
         }
     }
 }

@@ -285,7 +285,8 @@ macro_rules! on_both_backends {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $postgres() {
             let Some(db) = postgres(stringify!($postgres)).await else { return };
-            $case(db).await;
+            $case(db.clone()).await;
+            lastword_store::testing::discard_postgres(db).await;
         }
     };
 }
@@ -568,6 +569,7 @@ async fn a_database_outage_is_shown_and_recovered_from_on_postgres() {
     let got = client.changes_until(&ids(&logged)).await;
     assert_eq!(got[0].row_id, task_id);
     assert_eq!(server.hub().stats().loops_started.load(Ordering::SeqCst), 1);
+    lastword_store::testing::discard_postgres(db).await;
 }
 
 /// One GET over a fresh connection: the status and the body (the server answers with a length

@@ -192,7 +192,7 @@ macro_rules! on_both_databases {
                 async fn $case() {
                     if let Some(db) = lastword_store::testing::postgres(stringify!($case)).await {
                         super::$case(db.clone()).await;
-                        db.close().await;
+                        lastword_store::testing::discard_postgres(db).await;
                     }
                 }
             )+

@@ -58,6 +58,7 @@ async fn large_tables_total_from_the_catalogue_on_postgres() {
     assert!(estimated.estimated, "{estimated:?}");
     assert!((95_000..=106_000).contains(&estimated.tasks), "{estimated:?}");
     assert_eq!((estimated.runs, estimated.effects), (1, 0), "small tables stay exact");
+    lastword_store::testing::discard_postgres(db).await;
 }
 
 async fn task_round_trips_every_column(db: Db) {

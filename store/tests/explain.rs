@@ -86,4 +86,5 @@ async fn hot_read_statements_are_the_stores_own_on_postgres() {
     assert!(by_name("workers_24h_activity").sql().contains("worker_rollups"));
     assert!(explain::scans_runs("  ->  Seq Scan on runs r  (cost=0.00..1.00 rows=1 width=8)"));
     assert!(!explain::scans_runs("  ->  Index Scan using runs_claimed_at on runs r"));
+    lastword_store::testing::discard_postgres(db).await;
 }
