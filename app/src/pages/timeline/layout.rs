@@ -11,6 +11,7 @@
 use chrono::{DateTime, Duration, Utc};
 use lastword_core::{ReclaimReason, RunState};
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// The chart's fixed dimensions, named once so the view and the tests agree on them.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -83,6 +84,17 @@ impl Geometry {
         let extra = tracks.max(1) - 1;
         self.lane_h + extra as f64 * (self.track_h() + self.track_gap)
     }
+
+    /// The box (`y`, `height`) of a bar in `track`, measured from its lane's top.
+    pub fn bar_in_lane(&self, track: usize) -> (f64, f64) {
+        let h = self.track_h();
+        (self.bar_inset + track as f64 * (h + self.track_gap), h)
+    }
+
+    /// The box (`y`, `height`) of a lane of `tracks` tracks' density cells, from its top.
+    pub fn band_in_lane(&self, tracks: usize) -> (f64, f64) {
+        (self.bar_inset, self.lane_height(tracks) - 2.0 * self.bar_inset)
+    }
 }
 
 /// Where each lane sits vertically, from how many tracks each has.
@@ -135,13 +147,8 @@ impl Rows {
 
     /// The box (`y`, `height`) of a bar in `track` of `lane`.
     pub fn bar(&self, lane: usize, track: usize) -> (f64, f64) {
-        let h = self.g.track_h();
-        (self.top(lane) + self.g.bar_inset + track as f64 * (h + self.g.track_gap), h)
-    }
-
-    /// The box (`y`, `height`) of everything in a lane: its density cells.
-    pub fn band(&self, lane: usize) -> (f64, f64) {
-        (self.top(lane) + self.g.bar_inset, self.height(lane) - 2.0 * self.g.bar_inset)
+        let (y, h) = self.g.bar_in_lane(track);
+        (self.top(lane) + y, h)
     }
 
     /// The vertical middle of a bar's track (`Some`), or of the lane (a run merged into a cell).
@@ -201,6 +208,47 @@ impl Scale {
     /// The x of `t`, held to the plot.
     pub fn x_clamped(&self, t: DateTime<Utc>) -> f64 {
         self.x(t).clamp(self.x0, self.x1)
+    }
+}
+
+impl Scale {
+    /// The same mapping of time to x, held one window further on each side instead of to the
+    /// plot: a picture laid out on it stays right while the clock moves it left (see [`Anchor`]).
+    pub fn widened(&self) -> Scale {
+        let (span, w) = (self.end - self.start, self.x1 - self.x0);
+        Scale { start: self.start - span, end: self.end + span, x0: self.x0 - w, x1: self.x1 + w }
+    }
+}
+
+/// The scale a live picture is laid out on, kept from answer to answer while it still shows
+/// what a fresh one would: a lane whose runs did not change then lays out to the same numbers,
+/// so its elements are kept rather than redrawn, and the clock moves the whole picture left as
+/// one group (by the time since `now`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Anchor {
+    pub scale: Scale,
+    /// The answer's time the scale was set at: the picture is drawn at `now`'s place from it.
+    pub now: DateTime<Utc>,
+}
+
+impl Anchor {
+    /// The anchor for an answer whose own window is `fresh`: `prev` while, moved on to
+    /// `fresh.now`, it shows the same stretch (give or take a fortieth of it on the left) and
+    /// the clock has moved less than a quarter window; else `fresh`. A fixed stretch has
+    /// nothing to follow: its own scale.
+    pub fn follow(prev: Option<&Anchor>, fresh: Anchor, fixed: bool) -> Anchor {
+        let Some(prev) = prev.filter(|_| !fixed) else { return fresh };
+        let moved = fresh.now - prev.now;
+        let span = prev.scale.end - prev.scale.start;
+        let shown_from = prev.scale.start + moved;
+        let slack = span / 40;
+        let same_stretch = (shown_from - fresh.scale.start).abs() <= slack
+            && (fresh.scale.end - fresh.scale.start - span).abs() <= slack;
+        if moved >= Duration::zero() && moved <= span / 4 && same_stretch {
+            *prev
+        } else {
+            fresh
+        }
     }
 }
 
@@ -411,6 +459,86 @@ pub struct Layout {
     pub glyphs: Vec<Glyph>,
     pub connectors: Vec<Connector>,
     pub stubs: Vec<Stub>,
+}
+
+/// One lane's marks, in the lane's own coordinates (bars and cells placed by their track, not
+/// by where the lane sits), with a key that changes exactly when what the lane draws does: a
+/// live answer redraws the lanes it touched and moves the others, instead of redrawing 5 000
+/// runs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LaneMarks {
+    pub name: String,
+    pub tracks: usize,
+    pub cells: Vec<Cell>,
+    pub bars: Vec<Bar>,
+    pub glyphs: Vec<Glyph>,
+}
+
+impl LaneMarks {
+    /// A digest of everything the lane draws, plus what `more` adds for each bar's run (what
+    /// the page shows of a run beyond its shape: its tooltip's text). A running bar's right
+    /// end is left out: the view grows it with the clock, so it moves without a redraw.
+    pub fn key(&self, mut more: impl FnMut(i64, &mut DefaultHasher)) -> u64 {
+        let mut h = DefaultHasher::new();
+        let f = |x: f64, h: &mut DefaultHasher| x.to_bits().hash(h);
+        self.name.hash(&mut h);
+        self.tracks.hash(&mut h);
+        for c in &self.cells {
+            (c.count, c.failures, c.state).hash(&mut h);
+            f(c.x0, &mut h);
+            f(c.x1, &mut h);
+        }
+        for b in &self.bars {
+            let s = &b.span;
+            (s.run, s.task, s.epoch, s.claimed_at, s.finished_at, s.lease_expires_at, s.state, s.reclaim)
+                .hash(&mut h);
+            (b.track, b.lapse_x.map(f64::to_bits)).hash(&mut h);
+            f(b.x0, &mut h);
+            if !b.grows() {
+                f(b.x1, &mut h);
+            }
+            more(s.run, &mut h);
+        }
+        for g in &self.glyphs {
+            (g.run, g.track, &g.text, g.mark).hash(&mut h);
+            f(g.x, &mut h);
+        }
+        h.finish()
+    }
+}
+
+impl Bar {
+    /// A run still going (neither finished nor lapsed): the view draws it to the clock.
+    pub fn grows(&self) -> bool {
+        self.span.finished_at.is_none() && self.span.state == RunState::Running
+    }
+}
+
+impl Layout {
+    /// Hands the marks out per lane, in lane order (the layout keeps its rows, connectors and
+    /// stubs).
+    pub fn take_lane_marks(&mut self) -> Vec<LaneMarks> {
+        let mut lanes: Vec<LaneMarks> = self
+            .lanes
+            .iter()
+            .enumerate()
+            .map(|(i, name)| LaneMarks {
+                name: name.clone(),
+                tracks: self.rows.tracks(i),
+                ..LaneMarks::default()
+            })
+            .collect();
+        for c in self.cells.drain(..) {
+            lanes[c.lane].cells.push(c);
+        }
+        for b in self.bars.drain(..) {
+            lanes[b.lane].bars.push(b);
+        }
+        for g in self.glyphs.drain(..) {
+            lanes[g.lane].glyphs.push(g);
+        }
+        lanes
+    }
 }
 
 /// The urgency a state wins a density cell (and a glyph slot) with: failures first.
@@ -931,5 +1059,65 @@ mod tests {
         let b = ticks(&scale(0, 3600), &g, plus2);
         assert_eq!(a.iter().map(|t| t.at).collect::<Vec<_>>(), b.iter().map(|t| t.at).collect::<Vec<_>>());
         assert_ne!(a[0].label, b[0].label);
+    }
+
+    #[test]
+    fn a_live_picture_keeps_its_scale_while_the_clock_moves_a_little_and_widened_maps_alike() {
+        let at = |now: i64, from: i64| Anchor { scale: scale(from, now), now: t(now) };
+        // A full 15-minute window, answers 1 s and 200 s later: the same stretch moved on.
+        let first = at(900, 0);
+        assert_eq!(Anchor::follow(Some(&first), at(901, 1), false), first);
+        assert_eq!(Anchor::follow(Some(&first), at(1100, 200), false), first);
+        // More than a quarter window on, or an answer from before, or a different stretch
+        // (another window, a fitted history that grew): the fresh scale.
+        assert_eq!(Anchor::follow(Some(&first), at(1200, 300), false), at(1200, 300));
+        assert_eq!(Anchor::follow(Some(&first), at(899, -1), false), at(899, -1));
+        assert_eq!(Anchor::follow(Some(&first), at(1000, 700), false), at(1000, 700));
+        assert_eq!(Anchor::follow(None, first, false), first);
+        // A fixed stretch follows nothing.
+        assert_eq!(Anchor::follow(Some(&first), at(901, 1), true), at(901, 1));
+        // Widened: same x for every time, clamped a window further out.
+        let sc = scale(0, 900);
+        let wide = sc.widened();
+        for s in [-900, 0, 450, 900, 1800] {
+            assert!((wide.x(t(s)) - sc.x(t(s))).abs() < 1e-9);
+        }
+        assert!((wide.x_clamped(t(1000)) - sc.x(t(1000))).abs() < 1e-9);
+        assert!((wide.x_clamped(t(5000)) - sc.x(t(1800))).abs() < 1e-9, "held a window past the end");
+        assert!((wide.x_clamped(t(-5000)) - sc.x(t(-900))).abs() < 1e-9, "and a window before the start");
+    }
+
+    #[test]
+    fn a_lanes_key_changes_when_what_it_draws_does_and_only_then() {
+        let g = Geometry::default();
+        let sc = scale(0, 300);
+        let spans = vec![
+            span(1, 1, "w", 1, 0, Some(100), 200, RunState::Acted),
+            span(2, 2, "w", 2, 120, None, 400, RunState::Running),
+            span(3, 3, "v", 1, 0, Some(100), 200, RunState::Acted),
+        ];
+        let keys = |spans: &[Span], now: i64| -> HashMap<String, u64> {
+            let mut l = layout(spans, LaneOrder::ByName, &sc, t(now), &g);
+            l.take_lane_marks().into_iter().map(|m| (m.name.clone(), m.key(|_, _| ()))).collect()
+        };
+        let before = keys(&spans, 250);
+        // The running bar grew (the clock moved): nothing to redraw.
+        assert_eq!(keys(&spans, 260), before);
+        // A run finished in lane w: w's key changes, v's does not.
+        let mut finished = spans.clone();
+        finished[1] = span(2, 2, "w", 2, 120, Some(255), 400, RunState::Acted);
+        let after = keys(&finished, 260);
+        assert_ne!(after["w"], before["w"]);
+        assert_eq!(after["v"], before["v"]);
+        // A lane that moves (another lane now sorts above it) keeps its key: its marks are
+        // in its own coordinates.
+        let mut more = spans.clone();
+        more.push(span(4, 4, "a", 1, 0, Some(100), 200, RunState::Acted));
+        assert_eq!(keys(&more, 250)["w"], before["w"]);
+        // What the page adds per run counts too (a tooltip's text that changed).
+        let mut l = layout(&spans, LaneOrder::ByName, &sc, t(250), &g);
+        let w = l.take_lane_marks().into_iter().find(|m| m.name == "w").unwrap();
+        assert_ne!(w.key(|_, _| ()), w.key(|run, h| run.hash(h)));
+        assert_eq!(w.bars.len() + w.cells.len(), 2, "both runs of w are in w's marks");
     }
 }

@@ -6,7 +6,9 @@
 //!
 //! Where each mark goes is decided in [`layout`] (pure, unit-tested); this module only draws
 //! it. Between answers the picture moves with the clock as one translated group (and running
-//! bars grow), so a second passing redraws two attributes, not every bar.
+//! bars grow), so a second passing redraws two attributes, not every bar; a live answer lays
+//! the picture out again on the same scale ([`layout::Anchor`]) and redraws only the lanes
+//! whose marks changed (keyed by [`layout::LaneMarks::key`]), so 5 000 runs stay smooth.
 
 pub mod layout;
 
@@ -18,7 +20,7 @@ use crate::live::use_live_feed;
 use crate::pages::{loaded, LeaseChecks};
 use chrono::{DateTime, Utc};
 use lastword_core::{ReclaimReason, RunState};
-use layout::{Geometry, LaneBy, LaneOrder, Layout, Rows, Scale, Span};
+use layout::{Anchor, Geometry, LaneBy, LaneMarks, LaneOrder, Rows, Scale, Span};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use std::collections::HashMap;
@@ -390,13 +392,18 @@ pub fn TimelinePage() -> impl IntoView {
                 "the timeline",
                 move || data.get(),
                 move |d| {
-                    let d = merged.get().filter(|(on, _)| *on == d.id()).map(|(_, m)| m).unwrap_or(d);
-                    // Redrawn for a new answer or a new order, filter or lane count (those
-                    // need no new data); a pause holds the next answers back and the
-                    // drawing still (`held`), without a redraw.
+                    let shown = ShownAnswer {
+                        id: d.id(),
+                        base: StoredValue::new(d),
+                        merged,
+                    };
+                    // Drawn anew for a new answer or a new order, filter or lane count (those
+                    // need no new data); live batches merged into the answer redraw only the
+                    // lanes they change; a pause holds the next answers back and the drawing
+                    // still (`held`), without a redraw.
                     view! {
                         <Swimlanes
-                            data=d
+                            shown=shown
                             query=q.get()
                             now=prefs.now
                             held=paused_at
@@ -530,23 +537,124 @@ fn run_under(_: &leptos::ev::Event) -> Option<(i64, i64)> {
     None
 }
 
-/// Numbers each drawing of the chart (see its use in [`Swimlanes`]).
-static DRAWINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// What a drawing shows: the window's answer with the live batches merged into it since
+/// (`merged`, while it is built on this answer). Copy, so every closure of the chart reads it.
+#[derive(Clone, Copy)]
+struct ShownAnswer {
+    id: AnswerId,
+    base: StoredValue<TimelineData>,
+    merged: RwSignal<Option<(AnswerId, TimelineData)>>,
+}
 
-/// One lane's marks, kept until the lane scrolls into view.
-#[derive(Default)]
-struct LaneMarks {
-    cells: Vec<layout::Cell>,
-    bars: Vec<layout::Bar>,
-    glyphs: Vec<layout::Glyph>,
+impl ShownAnswer {
+    /// Reads what is shown; tracked, so a merged batch wakes the reader.
+    fn with<R>(&self, f: impl FnOnce(&TimelineData) -> R) -> R {
+        let (id, base) = (self.id, self.base);
+        self.merged.with(|m| match m {
+            Some((on, d)) if *on == id => f(d),
+            _ => base.with_value(f),
+        })
+    }
+
+    fn with_untracked<R>(&self, f: impl FnOnce(&TimelineData) -> R) -> R {
+        untrack(|| self.with(f))
+    }
+}
+
+/// One answer laid out for drawing.
+struct Picture {
+    anchor: Anchor,
+    /// The answer's `now`.
+    now: DateTime<Utc>,
+    /// Runs in the answer, and those the filters keep.
+    all_runs: usize,
+    kept: usize,
+    /// Runs in the lanes drawn, and how many of them failed.
+    drawn: usize,
+    failures: usize,
+    /// The lanes drawn, in order, with their marks and each one's key (see [`LaneMarks::key`]).
+    lanes: Vec<LaneMarks>,
+    keys: Vec<u64>,
+    rows: Rows,
+    connectors: Vec<layout::Connector>,
+    stubs: Vec<layout::Stub>,
+    hidden_lanes: usize,
+    /// Where each drawn run is in the answer's rows, for its tooltip.
+    row_of: HashMap<i64, usize>,
+}
+
+/// A [`Picture`] behind a pointer: every answer makes a new one, so equality is identity and
+/// a memo of it costs no comparison of 5 000 runs.
+#[derive(Clone)]
+struct Drawn(std::sync::Arc<Picture>);
+
+impl PartialEq for Drawn {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Lays out what `d` holds that `query` keeps, on `anchor`'s scale (widened, so marks the
+/// clock moves into view are already placed).
+fn picture(d: &TimelineData, query: &TimelineQuery, anchor: Anchor, g: &Geometry) -> Picture {
+    let (rows_kept, spans_kept): (Vec<usize>, Vec<Span>) = d
+        .runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (i, span_of(r, d.now, query.by)))
+        .filter(|(i, s)| query.keeps(&d.runs[*i], s.state))
+        .unzip();
+    // The first `lanes` lanes in order are drawn; the rest wait behind "show all".
+    let all_lanes = layout::lanes(&spans_kept, query.order);
+    let shown_lanes: std::collections::HashSet<&str> =
+        all_lanes.iter().take(query.lanes).map(String::as_str).collect();
+    let kept = spans_kept.len();
+    let (rows_drawn, spans): (Vec<usize>, Vec<Span>) =
+        rows_kept.into_iter().zip(spans_kept).filter(|(_, s)| shown_lanes.contains(s.lane.as_str())).unzip();
+    let hidden_lanes = all_lanes.len() - shown_lanes.len();
+    let mut l = layout::layout(&spans, query.order, &anchor.scale.widened(), d.now, g);
+    let lanes = l.take_lane_marks();
+    let row_of: HashMap<i64, usize> = spans.iter().zip(&rows_drawn).map(|(s, &i)| (s.run, i)).collect();
+    let keys = lanes
+        .iter()
+        .map(|lane| {
+            use std::hash::{Hash, Hasher};
+            // What a bar's tooltip says beyond its shape (`describe`); and the scale, so a new
+            // anchor redraws every lane.
+            let marks = lane.key(|run, h| {
+                if let Some(r) = row_of.get(&run).and_then(|&i| d.runs.get(i)) {
+                    (r.cause, &r.output, r.text_truncated).hash(h);
+                }
+            });
+            let mut h = std::hash::DefaultHasher::new();
+            (marks, anchor.scale.start, anchor.scale.end).hash(&mut h);
+            h.finish()
+        })
+        .collect();
+    Picture {
+        anchor,
+        now: d.now,
+        all_runs: d.runs.len(),
+        kept,
+        drawn: spans.len(),
+        failures: spans.iter().filter(|s| s.state.is_failure()).count(),
+        lanes,
+        keys,
+        rows: l.rows,
+        connectors: l.connectors,
+        stubs: l.stubs,
+        hidden_lanes,
+        row_of,
+    }
 }
 
 /// Keeps `on_screen` on the lanes the chart shows in the window (with a margin), following
-/// scrolls and resizes, from the moment the page is hydrated (on the server: every lane).
+/// scrolls, resizes and lanes that grow or move, from the moment the page is hydrated (on the
+/// server: the first lanes).
 fn follow_the_screen(
     chart: NodeRef<leptos::svg::Svg>,
     on_screen: RwSignal<std::ops::Range<usize>>,
-    rows: Rows,
+    rows: Memo<Rows>,
 ) {
     #[cfg(not(feature = "hydrate"))]
     let _ = (chart, on_screen, rows);
@@ -554,24 +662,24 @@ fn follow_the_screen(
     {
         /// Lanes either side of the screen drawn ahead of a scroll.
         const OVERSCAN_LANES: usize = 8;
-        let rows = StoredValue::new(rows);
         let measure = move || {
             let Some(svg) = chart.get_untracked() else { return };
             let rect = svg.get_bounding_client_rect();
             if rect.height() <= 0.0 {
                 return;
             }
-            let units_per_px = rows.with_value(Rows::total_height) / rect.height();
+            let units_per_px = rows.with_untracked(Rows::total_height) / rect.height();
             let screen_h = window().inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(800.0);
             let top = -rect.top() * units_per_px;
             let bottom = (screen_h - rect.top()) * units_per_px;
-            let range = rows.with_value(|rows| rows.visible(top, bottom, OVERSCAN_LANES));
+            let range = rows.with_untracked(|rows| rows.visible(top, bottom, OVERSCAN_LANES));
             if on_screen.get_untracked() != range {
                 on_screen.set(range);
             }
         };
         Effect::new(move |_| {
             chart.track();
+            rows.track();
             measure();
         });
         let scroll = window_event_listener(leptos::ev::scroll, move |_| measure());
@@ -597,9 +705,12 @@ fn user_x(_: &leptos::ev::MouseEvent, _: f64) -> Option<f64> {
     None
 }
 
+/// The chart of one window's answer. It lives as long as the answer: live batches merged into
+/// it lay the picture out again, but only the lanes whose marks changed are redrawn (lanes and
+/// links are keyed by what they draw), and the rest move if they must.
 #[component]
 fn Swimlanes(
-    data: TimelineData,
+    shown: ShownAnswer,
     query: TimelineQuery,
     now: RwSignal<DateTime<Utc>>,
     /// The browser's time the view was paused at, if it is.
@@ -608,254 +719,251 @@ fn Swimlanes(
     hot: RwSignal<Option<(i64, i64)>>,
     drag: RwSignal<Option<(f64, f64)>>,
 ) -> impl IntoView {
-    let minutes = query.minutes;
-    let lanes_by = query.by.as_str();
     let g = Geometry::default();
-    let server_now = data.now;
-    let (start, end) = match data.fixed {
-        Some(window) => window,
-        None => layout::fitted_window(server_now, minutes, data.runs.iter().map(|r| r.claimed_at).min()),
-    };
     let (x0, x1) = g.plot();
-    let scale = Scale { start, end, x0, x1 };
-    let all_runs = data.runs.len();
-    let kept: Vec<(&TimelineRun, Span)> = data
-        .runs
-        .iter()
-        .map(|r| (r, span_of(r, server_now, query.by)))
-        .filter(|(r, s)| query.keeps(r, s.state))
-        .collect();
-    if kept.is_empty() {
-        let what = if all_runs == 0 { "No runs" } else { "No runs match the filters" };
-        let window = match data.fixed {
-            Some(_) => "in this stretch".to_string(),
-            None => format!("in the last {minutes} minutes"),
-        };
-        return view! {
-            <div class="empty" data-testid="timeline-empty">
-                <p>{format!("{what} {window}.")}</p>
-                <p class="muted">
-                    "Start a fleet (or `lastword demo`) and runs appear here as they are claimed."
-                </p>
-            </div>
-        }
-        .into_any();
-    }
-    // The first `lanes` lanes in order are drawn; the rest wait behind "show all".
-    let all_spans: Vec<Span> = kept.iter().map(|(_, s)| s.clone()).collect();
-    let all_lanes = layout::lanes(&all_spans, query.order);
-    let shown_lanes: std::collections::HashSet<&str> =
-        all_lanes.iter().take(query.lanes).map(String::as_str).collect();
-    let (items, spans): (Vec<&TimelineRun>, Vec<Span>) = kept
-        .iter()
-        .filter(|(_, s)| shown_lanes.contains(s.lane.as_str()))
-        .map(|(r, s)| (*r, s.clone()))
-        .unzip();
-    let hidden_lanes = all_lanes.len() - shown_lanes.len();
-    let order = query.order;
-    let Layout { lanes, rows, bars, cells, glyphs, connectors, stubs } =
-        layout::layout(&spans, order, &scale, server_now, &g);
-    let details: HashMap<i64, String> =
-        items.iter().zip(&spans).map(|(item, s)| (s.run, describe(item, s.state))).collect();
-    let details = StoredValue::new(details);
-    let height = rows.total_height();
-    // Shared by every lane's drawing closure.
-    let rows = std::sync::Arc::new(rows);
-
-    // The clock keeps moving between answers (unless paused, or a fixed stretch is shown):
-    // everything drawn in time shifts left as one group. The server's `now` anchors it, so a
-    // skewed browser clock does not.
-    let fixed = data.fixed.is_some();
-    let skew = Utc::now() - server_now;
-    // Paused before this drawing (a filter changed meanwhile): drawn at the answer's `now`.
-    let view_now = move || {
-        if fixed {
-            server_now
-        } else {
-            (held.get().unwrap_or_else(|| now.get()) - skew).max(server_now)
-        }
-    };
-    let shift = move || -((view_now() - server_now).num_milliseconds() as f64 * scale.px_per_ms());
-    // The task under the pointer or focus: its bars and links get `hot`, across lanes. A
-    // selector wakes only the marks of the task that was lit and the one that is, not 5 000.
-    let point_at = move |hit: Option<(i64, i64)>| {
-        if hot.get_untracked() != hit {
-            hot.set(hit);
-        }
-    };
-    let lit = Selector::new(move || hot.get().map(|(task, _)| task));
-    let lit_up = move |task: i64| {
-        let lit = lit.clone();
-        move || lit.selected(&Some(task))
-    };
-    let detail = move || hot.get().and_then(|(_, run)| details.with_value(|d| d.get(&run).cloned()));
-    let failures = spans.iter().filter(|s| s.state.is_failure()).count();
-    let caption = format!(
-        "{} runs in {} lanes (one per {}), {failures} failed; {} re-claims drawn as links{}. Hover or focus a bar for its task's attempts; click to open it.",
-        spans.len(),
-        lanes.len(),
-        query.by.as_str(),
-        connectors.len(),
-        if stubs.is_empty() { String::new() } else { format!(", {} more whose earlier attempt is not drawn", stubs.len()) },
-    );
-    // Live, ticks run a few minutes past the answer's `now`, so the moving axis never runs out.
-    let ahead = if fixed { chrono::Duration::zero() } else { chrono::Duration::minutes(2) };
-    let tick_scale = Scale { end: end + ahead, x1: scale.x(end + ahead), ..scale };
-    let ticks = move || {
-        let offset =
-            if utc.get() { chrono::FixedOffset::east_opt(0) } else { Some(*chrono::Local::now().offset()) };
-        let offset = offset.unwrap_or_else(|| chrono::FixedOffset::east_opt(0).expect("zero offset"));
-        layout::ticks(&tick_scale, &g, offset)
-            .into_iter()
-            // A label centred this close to the plot's left edge would be cut in half.
-            .filter(|t| t.x >= x0 + TICK_LABEL_HALF)
-            .map(|t| {
-                view! {
-                    <g class="tick" data-at=t.at.to_rfc3339()>
-                        <line class="tick-line" x1=t.x x2=t.x y1=g.axis_h - 4.0 y2=height />
-                        <text class="tick-label" x=t.x y=g.axis_h - 7.0 text-anchor="middle">
-                            {t.label}
-                        </text>
-                    </g>
-                }
-            })
-            .collect_view()
-    };
-    let lane_rows = lanes
-        .iter()
-        .enumerate()
-        .map(|(i, w)| {
+    let minutes = query.minutes;
+    let fixed = shown.base.with_value(|d| d.fixed.is_some());
+    let anchor = Memo::new(move |prev: Option<&Anchor>| {
+        let fresh = shown.with(|d| {
+            let (start, end) = match d.fixed {
+                Some(window) => window,
+                None => layout::fitted_window(d.now, minutes, d.runs.iter().map(|r| r.claimed_at).min()),
+            };
+            Anchor { scale: Scale { start, end, x0, x1 }, now: d.now }
+        });
+        Anchor::follow(prev, fresh, fixed)
+    });
+    let query = StoredValue::new(query);
+    let picture = Memo::new(move |_| {
+        let anchor = anchor.get();
+        Drawn(std::sync::Arc::new(shown.with(|d| query.with_value(|q| picture(d, q, anchor, &g)))))
+    });
+    // `Some(whether the answer has no runs at all)` when nothing passes the filters.
+    let empty = Memo::new(move |_| picture.with(|p| (p.0.kept == 0).then_some(p.0.all_runs == 0)));
+    let chart = Chart { shown, query, anchor, picture, fixed, now, held, utc, hot, drag };
+    move || match empty.get() {
+        Some(no_runs) => {
+            let what = if no_runs { "No runs" } else { "No runs match the filters" };
+            let window =
+                if fixed { "in this stretch".to_string() } else { format!("in the last {minutes} minutes") };
             view! {
-                <g class="swimlane" data-lane=w.clone()>
-                    <rect class="lane-bg" x=0 y=rows.top(i) width=g.width height=rows.height(i) />
-                    <text class="lane-label" x=4 y=rows.top(i) + g.label_baseline>
-                        {w.clone()}
-                    </text>
-                </g>
+                <div class="empty" data-testid="timeline-empty">
+                    <p>{format!("{what} {window}.")}</p>
+                    <p class="muted">
+                        "Start a fleet (or `lastword demo`) and runs appear here as they are claimed."
+                    </p>
+                </div>
             }
-        })
-        .collect_view();
-    // Each lane's marks (density cells, then bars, then glyphs on top), drawn only while the
-    // lane is on screen: 200 lanes of a big fleet cost what the 20 in view cost.
-    let mut per_lane: Vec<LaneMarks> = (0..lanes.len()).map(|_| LaneMarks::default()).collect();
-    for c in cells {
-        per_lane[c.lane].cells.push(c);
+            .into_any()
+        }
+        None => chart.view(),
     }
-    for b in bars {
-        per_lane[b.lane].bars.push(b);
-    }
-    for gl in glyphs {
-        per_lane[gl.lane].glyphs.push(gl);
-    }
-    let per_lane = StoredValue::new(per_lane);
-    let lane_lit_up = lit_up.clone();
-    let rows_for_lanes = rows.clone();
-    let draw_lane = move |lane: usize| {
-        let rows = &rows_for_lanes;
-        let lit_up = lane_lit_up.clone();
-        per_lane.with_value(|marks| {
-            let LaneMarks { cells, bars, glyphs } = &marks[lane];
-            let cell_marks = cells
-                .iter()
-                .map(|c| {
-                    let (_, label) = state_mark(c.state);
+}
+
+/// Everything the chart's closures share (all of it handles, so the struct is `Copy`).
+#[derive(Clone, Copy)]
+struct Chart {
+    shown: ShownAnswer,
+    query: StoredValue<TimelineQuery>,
+    anchor: Memo<Anchor>,
+    picture: Memo<Drawn>,
+    fixed: bool,
+    now: RwSignal<DateTime<Utc>>,
+    held: RwSignal<Option<DateTime<Utc>>>,
+    utc: RwSignal<bool>,
+    hot: RwSignal<Option<(i64, i64)>>,
+    drag: RwSignal<Option<(f64, f64)>>,
+}
+
+impl Chart {
+    fn view(self) -> AnyView {
+        let Chart { shown, query, anchor, picture, fixed, now, held, utc, hot, drag } = self;
+        let g = Geometry::default();
+        let (x0, x1) = g.plot();
+        let (minutes, lanes_by) = query.with_value(|q| (q.minutes, q.by.as_str()));
+        let answer_now = Memo::new(move |_| picture.with(|p| p.0.now));
+        let rows = Memo::new(move |_| picture.with(|p| p.0.rows.clone()));
+        let height = move || rows.with(Rows::total_height);
+
+        // The clock keeps moving between answers (unless paused, or a fixed stretch is shown):
+        // everything drawn in time shifts left as one group from where the anchor put it. The
+        // server's `now` anchors it, so a skewed browser clock does not.
+        let skew = Utc::now() - answer_now.get_untracked();
+        // Paused before this drawing (a filter changed meanwhile): drawn at the answer's `now`.
+        let view_now = move || {
+            let answered = answer_now.get();
+            if fixed {
+                answered
+            } else {
+                (held.get().unwrap_or_else(|| now.get()) - skew).max(answered)
+            }
+        };
+        let shift = move || {
+            let a = anchor.get();
+            if fixed {
+                0.0
+            } else {
+                -((view_now() - a.now).num_milliseconds() as f64 * a.scale.px_per_ms())
+            }
+        };
+        // The task under the pointer or focus: its bars and links get `hot`, across lanes. A
+        // selector wakes only the marks of the task that was lit and the one that is, not 5 000.
+        let point_at = move |hit: Option<(i64, i64)>| {
+            if hot.get_untracked() != hit {
+                hot.set(hit);
+            }
+        };
+        let lit = Selector::new(move || hot.get().map(|(task, _)| task));
+        let lit_up = move |task: i64| {
+            let lit = lit.clone();
+            move || lit.selected(&Some(task))
+        };
+        let detail = move || {
+            let (_, run) = hot.get()?;
+            let row = picture.with(|p| p.0.row_of.get(&run).copied())?;
+            shown.with(|d| d.runs.get(row).map(|r| describe(r, state_at(r, d.now))))
+        };
+        let caption = move || {
+            picture.with(|p| {
+                let p = &p.0;
+                format!(
+                    "{} runs in {} lanes (one per {lanes_by}), {} failed; {} re-claims drawn as links{}. Hover or focus a bar for its task's attempts; click to open it.",
+                    p.drawn,
+                    p.lanes.len(),
+                    p.failures,
+                    p.connectors.len(),
+                    if p.stubs.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} more whose earlier attempt is not drawn", p.stubs.len())
+                    },
+                )
+            })
+        };
+        let ticks = move || {
+            let a = anchor.get();
+            // Live, ticks run past the anchor's `now` as far as the clock may move the picture
+            // before a new anchor (a quarter window), and a little more, so the axis never runs out.
+            let ahead = if fixed {
+                chrono::Duration::zero()
+            } else {
+                (a.scale.end - a.scale.start) / 4 + chrono::Duration::minutes(2)
+            };
+            let tick_scale =
+                Scale { end: a.scale.end + ahead, x1: a.scale.x(a.scale.end + ahead), ..a.scale };
+            let offset = if utc.get() {
+                chrono::FixedOffset::east_opt(0)
+            } else {
+                Some(*chrono::Local::now().offset())
+            };
+            let offset = offset.unwrap_or_else(|| chrono::FixedOffset::east_opt(0).expect("zero offset"));
+            let height = height();
+            layout::ticks(&tick_scale, &g, offset)
+                .into_iter()
+                // A label centred this close to the plot's left edge would be cut in half.
+                .filter(|t| t.x >= x0 + TICK_LABEL_HALF)
+                .map(|t| {
                     view! {
-                        <rect
-                            class=format!("cell state-{}", c.state.as_str())
-                            data-count=c.count
-                            data-failures=c.failures
-                            x=c.x0
-                            y=rows.band(c.lane).0
-                            width=c.x1 - c.x0
-                            height=rows.band(c.lane).1
-                        >
-                            <title>
-                                {format!(
-                                    "{} runs here, {} failed (most urgent: {label}). Zoom in to see them apart.",
-                                    c.count,
-                                    c.failures,
-                                )}
-                            </title>
-                        </rect>
-                    }
-                })
-                .collect_view();
-            let bar_marks = bars
-                .iter()
-                .map(|b| {
-                    let s = &b.span;
-                    let (y, h) = rows.bar(b.lane, b.track);
-                    let running = s.finished_at.is_none() && s.state == RunState::Running;
-                    let bar_x0 = b.x0;
-                    let fixed_w = (b.x1 - b.x0).max(g.min_bar_px);
-                    // A running bar grows with the clock and turns silent when its lease lapses.
-                    let lease = s.lease_expires_at;
-                    let width = move || if running { (scale.x(view_now()) - bar_x0).max(fixed_w) } else { fixed_w };
-                    let base = s.state;
-                    let class = move || {
-                        let state = if running && view_now() >= lease { RunState::Silent } else { base };
-                        let highlight = matches!(state, RunState::LostLease | RunState::EmptyOutput);
-                        format!("bar state-{}{}", state.as_str(), if highlight { " highlight" } else { "" })
-                    };
-                    let state_attr = move || if running && view_now() >= lease { "silent" } else { base.as_str() };
-                    let title = details.with_value(|d| d.get(&s.run).cloned().unwrap_or_default());
-                    let lapse = b.lapse_x.map(|ex| view! { <line class="expiry lapsed" x1=ex x2=ex y1=y - 2.0 y2=y + h + 2.0 /> });
-                    // The <g> root makes the macro build an SVG <a> (an HTML one would not render inside <svg>).
-                    view! {
-                        <g>
-                            <a
-                                href=format!("/tasks/{}", s.task)
-                                class="bar-link"
-                                class:hot=lit_up(s.task)
-                                data-run=s.run
-                                data-task=s.task
-                                data-state=state_attr
-                            >
-                                <rect class=class x=bar_x0 y=y width=width height=h rx=2>
-                                    <title>{title}</title>
-                                </rect>
-                                {lapse}
-                            </a>
+                        <g class="tick" data-at=t.at.to_rfc3339()>
+                            <line class="tick-line" x1=t.x x2=t.x y1=g.axis_h - 4.0 y2=height />
+                            <text class="tick-label" x=t.x y=g.axis_h - 7.0 text-anchor="middle">
+                                {t.label}
+                            </text>
                         </g>
                     }
                 })
-                .collect_view();
-            let glyph_marks = glyphs
-                .iter()
-                .map(|gl| view! {
-                    <text
-                        class="bar-glyph"
-                        data-glyph=gl.mark
-                        data-run=gl.run
-                        x=gl.x
-                        y=rows.bar(gl.lane, gl.track).0 + g.glyph_baseline
-                    >
-                        {gl.text.clone()}
-                    </text>
-                })
-                .collect_view();
+                .collect_view()
+        };
+        // Each lane's background and name, kept while it stays where it is.
+        let lane_rows = move || {
+            picture.with(|p| {
+                let p = &p.0;
+                p.lanes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, lane)| (lane.name.clone(), p.rows.top(i), p.rows.height(i)))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let lane_row = move |(name, top, h): (String, f64, f64)| {
+            let label = name.clone();
             view! {
-                <g class="lane-marks" data-lane-index=lane>
-                    {cell_marks}
-                    {bar_marks}
-                    {glyph_marks}
+                <g class="swimlane" data-lane=name>
+                    <rect class="lane-bg" x=0 y=top width=g.width height=h />
+                    <text class="lane-label" x=4 y=top + g.label_baseline>
+                        {label}
+                    </text>
                 </g>
             }
-        })
-    };
-    let lane_count = lanes.len();
-    // A new answer is drawn into the same elements (leptos rebuilds a view in place), and a
-    // keyed list keeps the items whose keys it has seen: so the lanes are keyed by this drawing
-    // too, or lane 3 would keep the previous answer's bars.
-    let drawing = DRAWINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // Until the page has measured the screen (and on the server), the first lanes: the same
-    // on both sides, so hydration matches.
-    let on_screen = RwSignal::new(0..lane_count.min(DEFAULT_LANES));
-    let chart = NodeRef::<leptos::svg::Svg>::new();
-    follow_the_screen(chart, on_screen, (*rows).clone());
-    let connector_marks = connectors
-        .into_iter()
-        .map(|c| {
+        };
+        // Where each lane is (its index and top): a lane that moves is moved, not redrawn.
+        let places = Memo::new(move |_| {
+            picture.with(|p| {
+                p.0.lanes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, lane)| (lane.name.clone(), (i, p.0.rows.top(i))))
+                    .collect::<HashMap<String, (usize, f64)>>()
+            })
+        });
+        // Until the page has measured the screen (and on the server), the first lanes: the same
+        // on both sides, so hydration matches.
+        let on_screen = RwSignal::new(0..picture.with_untracked(|p| p.0.lanes.len()).min(DEFAULT_LANES));
+        let chart = NodeRef::<leptos::svg::Svg>::new();
+        follow_the_screen(chart, on_screen, rows);
+        // Each lane's marks, drawn only while the lane is on screen (200 lanes of a big fleet
+        // cost what the 20 in view cost), keyed by what they draw: a live answer redraws only
+        // the lanes it changed.
+        let lanes_on_screen = move || {
+            let range = on_screen.get();
+            picture.with(|p| {
+                let p = &p.0;
+                let end = range.end.min(p.lanes.len());
+                (range.start.min(end)..end).map(|i| (p.lanes[i].name.clone(), p.keys[i])).collect::<Vec<_>>()
+            })
+        };
+        let lane_lit_up = lit_up.clone();
+        let draw_lane = move |(name, _): (String, u64)| {
+            let marks = picture.with_untracked(|p| {
+                let p = &p.0;
+                let lane = p.lanes.iter().find(|l| l.name == name)?;
+                Some(shown.with_untracked(|d| {
+                    lane_marks(
+                        lane,
+                        p.anchor.scale,
+                        &g,
+                        |run, state| {
+                            p.row_of
+                                .get(&run)
+                                .and_then(|&i| d.runs.get(i))
+                                .map(|r| describe(r, state))
+                                .unwrap_or_default()
+                        },
+                        view_now,
+                        lane_lit_up.clone(),
+                    )
+                }))
+            });
+            let place = {
+                let name = name.clone();
+                move || places.with(|m| m.get(&name).copied().unwrap_or_default())
+            };
+            let index_of = place.clone();
+            view! {
+                <g
+                    class="lane-marks"
+                    data-lane=name
+                    data-lane-index=move || index_of().0
+                    transform=move || format!("translate(0,{})", place().1)
+                >
+                    {marks}
+                </g>
+            }
+        };
+        let links = move || picture.with(|p| p.0.connectors.clone());
+        let link_lit_up = lit_up.clone();
+        let link = move |c: layout::Connector| {
+            let lit_up = link_lit_up.clone();
             view! {
                 <path
                     class=format!("reclaim reason-{}", c.reason.as_str())
@@ -877,178 +985,315 @@ fn Swimlanes(
                     </title>
                 </path>
             }
-        })
-        .collect_view();
-    let stub_marks = stubs
-        .into_iter()
-        .map(|st| view! {
-            <path
-                class=format!("reclaim-stub reason-{}", st.reason.as_str())
-                class:hot=lit_up(st.task)
-                d=st.path()
-                data-to-run=st.to_run
-                data-task=st.task
-                data-reason=st.reason.as_str()
-            >
-                <title>
-                    {format!(
-                        "task #{}: run {} {}; the attempt before it is not drawn (earlier, or in a lane not shown)",
-                        st.task,
-                        st.to_run,
-                        st.reason.label(),
-                    )}
-                </title>
-            </path>
-        })
-        .collect_view();
-    let clip_h = height - g.axis_h + 20.0;
-    let more_lanes = (hidden_lanes > 0).then(|| {
-        let all = query.altered(|n| n.lanes = ALL_LANES).href();
-        view! {
-            <p class="muted" data-testid="hidden-lanes">
-                {format!("{hidden_lanes} more lanes not drawn. ")}
-                <a href=all>"Show all lanes"</a>
-                " or filter them."
-            </p>
-        }
-    });
+        };
+        let stubs = move || picture.with(|p| p.0.stubs.clone());
+        let stub = move |st: layout::Stub| {
+            let lit_up = lit_up.clone();
+            view! {
+                <path
+                    class=format!("reclaim-stub reason-{}", st.reason.as_str())
+                    class:hot=lit_up(st.task)
+                    d=st.path()
+                    data-to-run=st.to_run
+                    data-task=st.task
+                    data-reason=st.reason.as_str()
+                >
+                    <title>
+                        {format!(
+                            "task #{}: run {} {}; the attempt before it is not drawn (earlier, or in a lane not shown)",
+                            st.task,
+                            st.to_run,
+                            st.reason.label(),
+                        )}
+                    </title>
+                </path>
+            }
+        };
+        let more_lanes = move || {
+            let hidden = picture.with(|p| p.0.hidden_lanes);
+            (hidden > 0).then(|| {
+                let all = query.with_value(|q| q.altered(|n| n.lanes = ALL_LANES).href());
+                view! {
+                    <p class="muted" data-testid="hidden-lanes">
+                        {format!("{hidden} more lanes not drawn. ")}
+                        <a href=all>"Show all lanes"</a>
+                        " or filter them."
+                    </p>
+                }
+            })
+        };
 
-    // Drag across the chart to zoom into that stretch (the URL holds it; "back" returns live).
-    // `drag` is held by the page, so a live redraw in the middle of a drag keeps it.
-    let navigate = leptos_router::hooks::use_navigate();
-    let zoom_to = move |a: f64, b: f64| {
-        let (a, b) = (a.min(b).max(x0), a.max(b).min(x1));
-        if b - a < MIN_BRUSH {
-            return;
+        // Drag across the chart to zoom into that stretch (the URL holds it; "back" returns
+        // live). `drag` is held by the page, so a live redraw in the middle of a drag keeps it.
+        let navigate = leptos_router::hooks::use_navigate();
+        let zoom_to = move |a: f64, b: f64| {
+            let (a, b) = (a.min(b).max(x0), a.max(b).min(x1));
+            if b - a < MIN_BRUSH {
+                return;
+            }
+            let (scale, moved) = untrack(|| (anchor.get().scale, shift()));
+            let at = |x: f64| scale.time_at(x - moved);
+            let href = query.with_value(|q| q.altered(|n| n.zoom = Some((at(a), at(b)))).href());
+            navigate(&href, Default::default());
+        };
+        let brush = move || {
+            drag.get().filter(|(a, b)| (a - b).abs() >= MIN_BRUSH).map(|(a, b)| {
+                view! {
+                    <rect
+                        class="brush"
+                        data-testid="brush"
+                        x=a.min(b)
+                        y=g.axis_h
+                        width=(a - b).abs()
+                        height=height() - g.axis_h
+                    />
+                }
+            })
+        };
+        // Live, now is the right edge; a zoom shows it only if the stretch reaches it.
+        let now_mark = move || {
+            let a = anchor.get();
+            let now_x = a.scale.x(a.now);
+            (now_x >= x0 && now_x <= x1 + 0.5).then(|| {
+                view! {
+                    <line
+                        class="now-line"
+                        data-testid="now-line"
+                        x1=now_x
+                        x2=now_x
+                        y1=g.axis_h - 4.0
+                        y2=height
+                    />
+                    // Over the axis: a tick label sliding under "now" is masked, not overprinted.
+                    <rect
+                        class="now-mask"
+                        x=now_x - 26.0
+                        y=0
+                        width=26.0 + g.right_pad
+                        height=g.axis_h - 3.0
+                    />
+                    <text class="now-label" x=now_x + 3.0 y=g.axis_h - 7.0>
+                        "now"
+                    </text>
+                }
+            })
+        };
+        let start_drag = move |ev: leptos::ev::MouseEvent| {
+            if let Some(x) = user_x(&ev, g.width).filter(|x| (x0..=x1).contains(x)) {
+                if ev.button() == 0 {
+                    // No native link drag from a bar; a click still opens its task.
+                    ev.prevent_default();
+                    drag.set(Some((x, x)));
+                }
+            }
+        };
+        let stretch = shown.base.with_value(|d| d.fixed);
+        let chart_label = match stretch {
+            Some((a, b)) => {
+                format!("Runs per {lanes_by} from {} to {} UTC", a.format("%H:%M:%S"), b.format("%H:%M:%S"))
+            }
+            None => format!("Runs per {lanes_by} over the last {minutes} minutes"),
+        };
+        let window_note = match stretch {
+            Some((a, b)) => format!(
+                "Zoomed: {} → {} UTC (fixed; drag again to zoom further).",
+                a.format("%H:%M:%S"),
+                b.format("%H:%M:%S")
+            ),
+            None => "Drag across the chart to zoom into a stretch.".to_string(),
+        };
+
+        view! {
+            <figure
+                class="timeline"
+                data-testid="timeline"
+                data-now=move || answer_now.get().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            >
+                <svg
+                    node_ref=chart
+                    viewBox=move || format!("0 0 {} {}", g.width, height())
+                    role="img"
+                    aria-label=chart_label
+                    class:focusing=move || hot.get().is_some()
+                    on:mouseover=move |ev| point_at(run_under(&ev))
+                    on:mouseleave=move |_| point_at(None)
+                    on:focusin=move |ev| point_at(run_under(&ev))
+                    on:focusout=move |_| point_at(None)
+                    on:mousedown=start_drag
+                    on:mousemove=move |ev| {
+                        if let (Some((a, _)), Some(x)) = (drag.get_untracked(), user_x(&ev, g.width)) {
+                            drag.set(Some((a, x)));
+                        }
+                    }
+                    on:mouseup=move |ev| {
+                        if let Some((a, b)) = drag.get_untracked() {
+                            drag.set(None);
+                            zoom_to(a, user_x(&ev, g.width).unwrap_or(b));
+                        }
+                    }
+                >
+                    <defs>
+                        <clipPath id="timeline-plot">
+                            <rect x=x0 y=0 width=x1 - x0 height=move || height() - g.axis_h + 20.0 />
+                        </clipPath>
+                        // Failed runs are hatched as well as red, so the chart reads without
+                        // colour (each state has its own stroke or fill: style/main.css).
+                        <pattern
+                            id="timeline-hatch"
+                            patternUnits="userSpaceOnUse"
+                            width=5
+                            height=5
+                            patternTransform="rotate(45)"
+                        >
+                            <line class="hatch-line" x1=0 y1=0 x2=0 y2=5 />
+                        </pattern>
+                    </defs>
+                    <For
+                        each=lane_rows
+                        key=|(name, top, h)| (name.clone(), top.to_bits(), h.to_bits())
+                        children=lane_row
+                    />
+                    <g clip-path="url(#timeline-plot)">
+                        <g class="plot" transform=move || format!("translate({:.2},0)", shift())>
+                            <g class="axis">{ticks}</g>
+                            <g class="marks">
+                                <For each=lanes_on_screen key=|lane| lane.clone() children=draw_lane />
+                            </g>
+                            <g class="reclaims">
+                                <For
+                                    each=links
+                                    key=|c| (c.from_run, c.to_run, c.reason, c.path())
+                                    children=link
+                                />
+                                <For each=stubs key=|s| (s.to_run, s.reason, s.path()) children=stub />
+                            </g>
+                        </g>
+                    </g>
+                    {brush}
+                    {now_mark}
+                </svg>
+                <p class="timeline-detail" data-testid="timeline-detail" aria-live="polite">
+                    {move || {
+                        detail()
+                            .unwrap_or_else(|| {
+                                "Hover or focus a bar: its task, attempt, state, cause, times and output appear here."
+                                    .into()
+                            })
+                    }}
+                </p>
+                {more_lanes}
+                <figcaption class="muted">{caption}" "{window_note}</figcaption>
+            </figure>
         }
-        let at = |x: f64| scale.time_at(x - shift());
-        let href = query.altered(|n| n.zoom = Some((at(a), at(b)))).href();
-        navigate(&href, Default::default());
-    };
-    let brush = move || {
-        drag.get().filter(|(a, b)| (a - b).abs() >= MIN_BRUSH).map(|(a, b)| {
+        .into_any()
+    }
+}
+
+/// One lane's marks (density cells, then bars, then glyphs on top), in the lane's own
+/// coordinates, on `scale`; `title(run, state)` is a bar's tooltip.
+fn lane_marks<L, F>(
+    lane: &LaneMarks,
+    scale: Scale,
+    g: &Geometry,
+    title: impl Fn(i64, RunState) -> String,
+    view_now: impl Fn() -> DateTime<Utc> + Copy + Send + Sync + 'static,
+    lit_up: L,
+) -> AnyView
+where
+    L: Fn(i64) -> F + Clone,
+    F: Fn() -> bool + Send + Sync + 'static,
+{
+    let g = *g;
+    let (band_y, band_h) = g.band_in_lane(lane.tracks);
+    let cell_marks = lane
+        .cells
+        .iter()
+        .map(|c| {
+            let (_, label) = state_mark(c.state);
             view! {
                 <rect
-                    class="brush"
-                    data-testid="brush"
-                    x=a.min(b)
-                    y=g.axis_h
-                    width=(a - b).abs()
-                    height=height - g.axis_h
-                />
+                    class=format!("cell state-{}", c.state.as_str())
+                    data-count=c.count
+                    data-failures=c.failures
+                    x=c.x0
+                    y=band_y
+                    width=c.x1 - c.x0
+                    height=band_h
+                >
+                    <title>
+                        {format!(
+                            "{} runs here, {} failed (most urgent: {label}). Zoom in to see them apart.",
+                            c.count,
+                            c.failures,
+                        )}
+                    </title>
+                </rect>
             }
         })
-    };
-    // Live, now is the right edge; a zoom shows it only if the stretch reaches it.
-    let now_x = scale.x(server_now);
-    let now_mark = (now_x >= x0 && now_x <= x1 + 0.5).then(|| {
-        view! {
-            <line class="now-line" data-testid="now-line" x1=now_x x2=now_x y1=g.axis_h - 4.0 y2=height />
-            // Over the axis: a tick label sliding under "now" is masked, not overprinted.
-            <rect class="now-mask" x=now_x - 26.0 y=0 width=26.0 + g.right_pad height=g.axis_h - 3.0 />
-            <text class="now-label" x=now_x + 3.0 y=g.axis_h - 7.0>
-                "now"
-            </text>
-        }
-    });
-    let start_drag = move |ev: leptos::ev::MouseEvent| {
-        if let Some(x) = user_x(&ev, g.width).filter(|x| (x0..=x1).contains(x)) {
-            if ev.button() == 0 {
-                // No native link drag from a bar; a click still opens its task.
-                ev.prevent_default();
-                drag.set(Some((x, x)));
-            }
-        }
-    };
-    let chart_label = match data.fixed {
-        Some((a, b)) => {
-            format!("Runs per {lanes_by} from {} to {} UTC", a.format("%H:%M:%S"), b.format("%H:%M:%S"))
-        }
-        None => format!("Runs per {lanes_by} over the last {minutes} minutes"),
-    };
-    let window_note = match data.fixed {
-        Some((a, b)) => format!(
-            "Zoomed: {} → {} UTC (fixed; drag again to zoom further).",
-            a.format("%H:%M:%S"),
-            b.format("%H:%M:%S")
-        ),
-        None => "Drag across the chart to zoom into a stretch.".to_string(),
-    };
-
-    view! {
-        <figure
-            class="timeline"
-            data-testid="timeline"
-            data-now=server_now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-        >
-            <svg
-                node_ref=chart
-                viewBox=format!("0 0 {} {height}", g.width)
-                role="img"
-                aria-label=chart_label
-                class:focusing=move || hot.get().is_some()
-                on:mouseover=move |ev| point_at(run_under(&ev))
-                on:mouseleave=move |_| point_at(None)
-                on:focusin=move |ev| point_at(run_under(&ev))
-                on:focusout=move |_| point_at(None)
-                on:mousedown=start_drag
-                on:mousemove=move |ev| {
-                    if let (Some((a, _)), Some(x)) = (drag.get_untracked(), user_x(&ev, g.width)) {
-                        drag.set(Some((a, x)));
-                    }
-                }
-                on:mouseup=move |ev| {
-                    if let Some((a, b)) = drag.get_untracked() {
-                        drag.set(None);
-                        zoom_to(a, user_x(&ev, g.width).unwrap_or(b));
-                    }
-                }
-            >
-                <defs>
-                    <clipPath id="timeline-plot">
-                        <rect x=x0 y=0 width=x1 - x0 height=clip_h />
-                    </clipPath>
-                    // Failed runs are hatched as well as red, so the chart reads without colour
-                    // (each state has its own stroke or fill: style/main.css).
-                    <pattern
-                        id="timeline-hatch"
-                        patternUnits="userSpaceOnUse"
-                        width=5
-                        height=5
-                        patternTransform="rotate(45)"
+        .collect_view();
+    let bar_marks = lane
+        .bars
+        .iter()
+        .map(|b| {
+            let s = &b.span;
+            let (y, h) = g.bar_in_lane(b.track);
+            let running = b.grows();
+            let bar_x0 = b.x0;
+            let fixed_w = (b.x1 - b.x0).max(g.min_bar_px);
+            // A running bar grows with the clock and turns silent when its lease lapses.
+            let lease = s.lease_expires_at;
+            let width = move || if running { (scale.x(view_now()) - bar_x0).max(fixed_w) } else { fixed_w };
+            let base = s.state;
+            let class = move || {
+                let state = if running && view_now() >= lease { RunState::Silent } else { base };
+                let highlight = matches!(state, RunState::LostLease | RunState::EmptyOutput);
+                format!("bar state-{}{}", state.as_str(), if highlight { " highlight" } else { "" })
+            };
+            let state_attr = move || if running && view_now() >= lease { "silent" } else { base.as_str() };
+            let lapse = b
+                .lapse_x
+                .map(|ex| view! { <line class="expiry lapsed" x1=ex x2=ex y1=y - 2.0 y2=y + h + 2.0 /> });
+            // The <g> root makes the macro build an SVG <a> (an HTML one would not render inside <svg>).
+            view! {
+                <g>
+                    <a
+                        href=format!("/tasks/{}", s.task)
+                        class="bar-link"
+                        class:hot=lit_up(s.task)
+                        data-run=s.run
+                        data-task=s.task
+                        data-state=state_attr
                     >
-                        <line class="hatch-line" x1=0 y1=0 x2=0 y2=5 />
-                    </pattern>
-                </defs>
-                {lane_rows}
-                <g clip-path="url(#timeline-plot)">
-                    <g class="plot" transform=move || format!("translate({:.2},0)", shift())>
-                        <g class="axis">{ticks}</g>
-                        <g class="marks">
-                            <For
-                                each=move || on_screen.get()
-                                key=move |lane| (drawing, *lane)
-                                children=draw_lane.clone()
-                            />
-                        </g>
-                        <g class="reclaims">{connector_marks}{stub_marks}</g>
-                    </g>
+                        <rect class=class x=bar_x0 y=y width=width height=h rx=2>
+                            <title>{title(s.run, s.state)}</title>
+                        </rect>
+                        {lapse}
+                    </a>
                 </g>
-                {brush}
-                {now_mark}
-            </svg>
-            <p class="timeline-detail" data-testid="timeline-detail" aria-live="polite">
-                {move || {
-                    detail()
-                        .unwrap_or_else(|| {
-                            "Hover or focus a bar: its task, attempt, state, cause, times and output appear here."
-                                .into()
-                        })
-                }}
-            </p>
-            {more_lanes}
-            <figcaption class="muted">{caption}" "{window_note}</figcaption>
-        </figure>
+            }
+        })
+        .collect_view();
+    let glyph_marks = lane
+        .glyphs
+        .iter()
+        .map(|gl| {
+            view! {
+                <text
+                    class="bar-glyph"
+                    data-glyph=gl.mark
+                    data-run=gl.run
+                    x=gl.x
+                    y=g.bar_in_lane(gl.track).0 + g.glyph_baseline
+                >
+                    {gl.text.clone()}
+                </text>
+            }
+        })
+        .collect_view();
+    view! {
+        {cell_marks}
+        {bar_marks}
+        {glyph_marks}
     }
     .into_any()
 }
