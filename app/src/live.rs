@@ -1,6 +1,8 @@
 //! The browser's live feed: one `EventSource` on `GET /api/v1/events` per page, shared through
 //! context as a [`LiveFeed`] of signals. Pages use [`LiveFeed::last_change`] as a resource
-//! source, so they refetch when something changed (at most about once a second), and
+//! source, so they refetch when something changed — at the server's next `refresh` event, at
+//! most once a second and in every open tab at the same moment, so the server answers them
+//! all from one database read — and
 //! [`LiveBanner`] tells the operator when the feed or the database is down.
 //!
 //! ```text
@@ -47,8 +49,8 @@ impl LiveBatch {
 /// The live feed's signals. Copy; get it with [`use_live_feed`].
 #[derive(Clone, Copy, Debug)]
 pub struct LiveFeed {
-    /// Bumped (+1) whenever changes arrived, at most about once a second. Use it as a resource
-    /// source to refetch.
+    /// Bumped (+1) at the server's `refresh` after changes arrived (at most once a second), or
+    /// at once on a `reset`. Use it as a resource source to refetch.
     pub last_change: ReadSignal<u64>,
     /// The changes behind the latest bump.
     pub last_batch: ReadSignal<LiveBatch>,
@@ -186,8 +188,10 @@ mod browser {
     use wasm_bindgen::JsCast;
     use web_sys::{EventSource, MessageEvent};
 
-    /// At most one bump of `last_change` per this long.
-    const THROTTLE: Duration = Duration::from_secs(1);
+    /// Changes are flushed into a bump at the server's next `refresh` (at most once a second,
+    /// every tab at once, so their reads are shared); without one for this long (a server that
+    /// sends none, mid-upgrade) they are flushed anyway.
+    const FALLBACK: Duration = Duration::from_millis(2_500);
     /// Down this long before the "paused" banner shows.
     const PAUSED_AFTER: Duration = Duration::from_secs(2);
     /// Our own reconnection (when the browser gave up): first wait and cap.
@@ -212,9 +216,10 @@ mod browser {
         source: Option<EventSource>,
         listeners: Vec<Closure<dyn FnMut(web_sys::Event)>>,
         pending: LiveBatch,
-        /// A bump is owed when the throttle window ends.
-        dirty: bool,
-        cooling: bool,
+        /// Bumps so far, so a fallback timer set before one does nothing.
+        flushes: u64,
+        /// A fallback timer is set.
+        fallback_set: bool,
         connected: bool,
         /// Counts opens, so a "paused" timer from an earlier outage does nothing.
         opens: u64,
@@ -235,8 +240,8 @@ mod browser {
             source: None,
             listeners: Vec::new(),
             pending: LiveBatch::default(),
-            dirty: false,
-            cooling: false,
+            flushes: 0,
+            fallback_set: false,
             connected: false,
             opens: 0,
             retry: RETRY_FIRST,
@@ -260,7 +265,7 @@ mod browser {
             return;
         };
         let mut listeners = Vec::new();
-        for name in ["open", "error", sse::CHANGES, sse::STATUS, sse::RESET] {
+        for name in ["open", "error", sse::CHANGES, sse::REFRESH, sse::STATUS, sse::RESET] {
             let shared = state.clone();
             let callback = Closure::<dyn FnMut(web_sys::Event)>::new(move |event: web_sys::Event| {
                 on_event(&shared, name, event)
@@ -302,11 +307,17 @@ mod browser {
                 writers.db_up.set(data != sse::DB_DOWN);
             }
             sse::RESET => {
-                {
-                    let mut s = state.borrow_mut();
-                    s.pending = LiveBatch { changes: Vec::new(), reset: true };
+                state.borrow_mut().pending = LiveBatch { changes: Vec::new(), reset: true };
+                flush(state);
+            }
+            sse::REFRESH => {
+                let owed = {
+                    let s = state.borrow();
+                    s.pending.reset || !s.pending.changes.is_empty()
+                };
+                if owed {
+                    flush(state);
                 }
-                request_bump(state);
             }
             // `changes`: an array of changes.
             _ => {
@@ -320,7 +331,7 @@ mod browser {
                         }
                     }
                 }
-                request_bump(state);
+                set_fallback(state);
             }
         }
     }
@@ -366,39 +377,44 @@ mod browser {
         set_timeout(move || connect(&shared), wait);
     }
 
-    /// Bumps now, or at the end of the current throttle window.
-    fn request_bump(state: &Shared) {
-        let cooling = state.borrow().cooling;
-        if cooling {
-            state.borrow_mut().dirty = true;
-        } else {
-            flush(state);
-        }
+    /// Flushes the pending changes after [`FALLBACK`] unless a refresh did it first.
+    fn set_fallback(state: &Shared) {
+        let flushes = {
+            let mut s = state.borrow_mut();
+            if s.fallback_set {
+                return;
+            }
+            s.fallback_set = true;
+            s.flushes
+        };
+        let shared = state.clone();
+        set_timeout(
+            move || {
+                let (missed, owed) = {
+                    let mut s = shared.borrow_mut();
+                    s.fallback_set = false;
+                    (s.flushes == flushes, s.pending.reset || !s.pending.changes.is_empty())
+                };
+                match (missed, owed) {
+                    (true, true) => flush(&shared),
+                    // Flushed meanwhile, and more arrived since: their own wait.
+                    (false, true) => set_fallback(&shared),
+                    _ => {}
+                }
+            },
+            FALLBACK,
+        );
     }
 
+    /// Hands the pending changes to the page: one bump of `last_change`.
     fn flush(state: &Shared) {
         let (writers, batch) = {
             let mut s = state.borrow_mut();
-            s.dirty = false;
-            s.cooling = true;
+            s.flushes += 1;
             (s.writers, std::mem::take(&mut s.pending))
         };
         writers.last_batch.set(batch);
         writers.last_change.update(|n| *n += 1);
-        let shared = state.clone();
-        set_timeout(
-            move || {
-                let dirty = {
-                    let mut s = shared.borrow_mut();
-                    s.cooling = false;
-                    s.dirty
-                };
-                if dirty {
-                    flush(&shared);
-                }
-            },
-            THROTTLE,
-        );
     }
 }
 

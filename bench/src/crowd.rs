@@ -122,7 +122,7 @@ pub async fn measure(
                     Some(Event::Changes(..)) => {
                         events.fetch_add(1, Ordering::Relaxed);
                     }
-                    Some(Event::Open) => {}
+                    Some(Event::Open | Event::Refresh) => {}
                     Some(Event::Reset) | None => {
                         dropped.fetch_add(1, Ordering::Relaxed);
                         return;

@@ -20,6 +20,8 @@ pub enum Event {
     Open,
     /// A `changes` batch: the changes it names, and when it arrived.
     Changes(Vec<Change>, Instant),
+    /// `refresh`: the moment pages refetch (after changes, at most once a second).
+    Refresh,
     /// `reset`: the client should reload everything.
     Reset,
 }
@@ -47,6 +49,7 @@ pub async fn connect(
             let forwarded = match event.event.as_str() {
                 "status" => tx.send(Event::Open),
                 "changes" => tx.send(Event::Changes(parse_changes(&event.data), at)),
+                "refresh" => tx.send(Event::Refresh),
                 "reset" => tx.send(Event::Reset),
                 _ => Ok(()),
             };

@@ -121,7 +121,7 @@ pub async fn run(
                     Event::Reset => {
                         resets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
-                    Event::Open => {}
+                    Event::Open | Event::Refresh => {}
                 }
             }
         })

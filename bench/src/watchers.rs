@@ -1,7 +1,7 @@
 //! The database load of open dashboards: N simulated browser tabs (1, then many) on the
 //! Failures and the Overview page, each holding an event stream and, like the real page
-//! (`app/src/live.rs`), refetching the page's data after each `changes` event, at most once a
-//! second, while the live fleet writes. Measured on the database side: committed transactions
+//! (`app/src/live.rs`), refetching the page's data at each `refresh` event that follows
+//! changes (the server sends one at most once a second), while the live fleet writes. Measured on the database side: committed transactions
 //! of the bench database (`pg_stat_database.xact_commit`) per second, minus the fleet's own,
 //! which it counts exactly — plus, when the server exports one, its `lastword_db_*` counter.
 
@@ -15,9 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
-
-/// At most one refetch per tab per this long (app/src/live.rs `THROTTLE`).
-const THROTTLE: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -235,20 +232,20 @@ async fn run_phase(
         live::wait_open(&mut rx).await?;
         let (client, fetches, latencies) = (client.clone(), fetches.clone(), latencies.clone());
         let tab = tokio::spawn(async move {
-            let mut last: Option<Instant> = None;
+            // Like the page: changes are held until the server's refresh, which every tab gets
+            // at the same moment; a reset refetches at once.
+            let mut owed = false;
             while let Some(event) = rx.recv().await {
-                if matches!(event, Event::Open) {
-                    continue;
+                match event {
+                    Event::Open => continue,
+                    Event::Changes(..) => {
+                        owed = true;
+                        continue;
+                    }
+                    Event::Refresh if !owed => continue,
+                    Event::Refresh | Event::Reset => owed = false,
                 }
-                // Throttle like the page: wait out the rest of the second, then take everything
-                // that arrived meanwhile as one refetch.
-                if let Some(at) = last {
-                    let wait = THROTTLE.saturating_sub(at.elapsed());
-                    tokio::time::sleep(wait).await;
-                }
-                while rx.try_recv().is_ok() {}
                 let t = Instant::now();
-                last = Some(t);
                 if refetch(&client, page, calls).await.is_ok() {
                     fetches.fetch_add(1, Ordering::Relaxed);
                     if let Ok(mut l) = latencies.lock() {

@@ -29,6 +29,10 @@ pub mod sse {
     pub const CHANGES: &str = "changes";
     /// `data:` is [`DB_UP`] or [`DB_DOWN`]. Sent on connect and whenever it changes.
     pub const STATUS: &str = "status";
+    /// Refetch now: every change sent before it is in what the server answers from here on.
+    /// At most once a second, to every stream at the same moment, so that the pages' reads
+    /// coincide and are shared. `data:` is the server's refresh version.
+    pub const REFRESH: &str = "refresh";
     /// The server cannot tell what the client missed (resume point pruned or unknown, or the
     /// client fell behind): reload everything. `data:` is the reason.
     pub const RESET: &str = "reset";

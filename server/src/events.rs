@@ -6,8 +6,14 @@
 //! ```text
 //! event: status         data: db_up | db_down                       (on connect and on change)
 //! event: changes        data: [{"id","table","row_id","task_id"},…]  id: <resume cursor>
+//! event: refresh        data: <version>                              id: <resume cursor>
 //! event: reset          data: <reason>                               id: <resume cursor>
 //! ```
+//!
+//! `refresh` is when pages refetch (at most once a second, every tab at once: see
+//! [`crate::live`]'s header); it follows every change the refetch will see. A resumed stream
+//! sends one after the replayed changes the current refresh covers, so the page catches up
+//! at once; the rest of the replay waits for the hub's next refresh.
 //!
 //! The `id:` is the cursor to resume from: every change at or below it was sent on this stream
 //! (or before it, to the same browser). A client that reconnects with `Last-Event-ID` (browsers
@@ -17,7 +23,7 @@
 //! to this database, or more than [`LiveConfig::replay_limit`](crate::live::LiveConfig) behind)
 //! or the stream fell behind the hub, it sends `reset` and the client reloads everything.
 
-use crate::live::{LiveHub, LiveMsg};
+use crate::live::{LiveHub, LiveMsg, Refresh};
 use crate::AppState;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -198,7 +204,25 @@ impl Stream {
         self.confirmed = Some(confirmed);
         self.sent_above = rows.iter().map(|c| c.id).filter(|id| *id > confirmed).collect();
         self.queue.push_back(self.status_event(up));
-        self.push_changes(rows);
+        // What the current refresh covers, then the refresh (the page refetches now), then the
+        // rest, which the hub's next refresh covers.
+        let refresh = self.hub.refresh();
+        let (covered, rest): (Vec<Change>, Vec<Change>) =
+            rows.into_iter().partition(|c| refresh.is_some_and(|r| c.id <= r.watermark));
+        let caught_up = !covered.is_empty();
+        self.push_changes(covered);
+        if let (true, Some(refresh)) = (caught_up, refresh) {
+            self.push_refresh(refresh);
+        }
+        self.push_changes(rest);
+    }
+
+    fn push_refresh(&mut self, refresh: Refresh) {
+        let event = Event::default().event(sse::REFRESH).data(refresh.version.to_string());
+        self.queue.push_back(match self.confirmed {
+            Some(id) => event.id(id.to_string()),
+            None => event,
+        });
     }
 
     /// The replay could not be read (the database is down): say so and end the stream; the
@@ -278,10 +302,15 @@ impl Stream {
     fn on_message(&mut self, first: Result<LiveMsg, broadcast::error::RecvError>) {
         let mut batches = Vec::new();
         let mut next = Some(first);
-        // Coalesce: whatever else is already waiting goes into the same event.
+        // Coalesce: whatever else is already waiting goes into the same event, in order (a
+        // refresh ends the changes before it; those after it wait for the next).
         while let Some(message) = next.take() {
             match message {
                 Ok(LiveMsg::Changes { changes, watermark }) => batches.push((changes, watermark)),
+                Ok(LiveMsg::Refresh(refresh)) => {
+                    self.on_batches(std::mem::take(&mut batches));
+                    self.push_refresh(refresh);
+                }
                 Ok(LiveMsg::Reset { watermark }) => {
                     batches.clear();
                     self.reset(Some(watermark), "hub_reset");

@@ -21,6 +21,18 @@
 //! clients resume from, so a browser that reconnects never misses a change (it may see one
 //! twice, which only costs a refetch).
 //!
+//! **Refreshes: when the pages ask again.** Changes are broadcast the moment they are read (the
+//! live latency), but pages do not refetch on each: the hub also broadcasts a [`Refresh`] at
+//! most once per wall-clock second, when something was delivered since the last one, and pages
+//! refetch on that. Every open tab then asks at the same moment, within the same second, at the
+//! same [`Refresh::version`] — the version [`SharedReads`](lastword_store::SharedReads) keys its
+//! answers by — so 200 tabs cost one database read per question, as one tab does. (Keyed by
+//! the watermark instead, tabs that each throttle on their own clock asked at every watermark
+//! the hub passed, several a second.) A refresh's version is published before it is broadcast
+//! and after the changes before it, so an answer at that version was read after every change
+//! the refreshing page has seen was committed. No refresh is started in the last
+//! [`REFRESH_CUTOFF_MS`] of a second, so the reads that follow do not straddle two seconds.
+//!
 //! **Outages.** The database's health is published in a [`watch`] channel (streams send
 //! `status` events). While reads fail the watcher retries with capped backoff; once a read
 //! succeeds it catches up from where it was, so nothing is missed. An outage longer than half the
@@ -92,8 +104,32 @@ pub enum LiveMsg {
     /// Changes read together (usually ascending; a filled gap may come later than higher ids),
     /// and the watermark after them.
     Changes { changes: Arc<[Change]>, watermark: i64 },
+    /// Pages refetch now (see the module header).
+    Refresh(Refresh),
     /// The hub may have missed changes (a long outage): clients reload everything.
     Reset { watermark: i64 },
+}
+
+/// A moment at which every page refetches (see the module header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refresh {
+    /// Counts this hub's refreshes from 0 (published when the hub first read the log): the data
+    /// version shared reads are keyed by.
+    pub version: i64,
+    /// The watermark when it was published: a page rendered at this version resumes its stream
+    /// here, so the changes after it are replayed.
+    pub watermark: i64,
+}
+
+/// No refresh starts in the last this-many milliseconds of a second (see the module header).
+pub const REFRESH_CUTOFF_MS: u32 = 850;
+
+/// Whether a refresh is due at wall-clock time `now`: something was delivered since the last
+/// one (`owed`), the last was in an earlier second, and the pages' reads that follow can
+/// still fall within this second.
+pub fn refresh_due(owed: bool, last_second: Option<i64>, now: chrono::DateTime<Utc>) -> bool {
+    owed && last_second.is_none_or(|last| now.timestamp() > last)
+        && now.timestamp_subsec_millis() < REFRESH_CUTOFF_MS
 }
 
 /// Counters for tests and metrics. `loops_started` stays 1 per hub however many clients
@@ -103,6 +139,7 @@ pub struct HubStats {
     pub loops_started: AtomicU64,
     pub reads: AtomicU64,
     pub broadcasts: AtomicU64,
+    pub refreshes: AtomicU64,
     pub pruned: AtomicU64,
 }
 
@@ -119,6 +156,8 @@ struct Inner {
     db_up: watch::Sender<bool>,
     /// The watermark, or -1 before the first read.
     watermark: Arc<AtomicI64>,
+    /// The latest refresh, `None` before the first read.
+    refresh: watch::Sender<Option<Refresh>>,
     stats: Arc<HubStats>,
     stop: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -136,6 +175,7 @@ impl LiveHub {
                 sender,
                 db_up: watch::channel(true).0,
                 watermark: Arc::new(AtomicI64::new(-1)),
+                refresh: watch::channel(None).0,
                 stats: Arc::new(HubStats::default()),
                 stop: watch::channel(false).0,
                 task: Mutex::new(None),
@@ -156,6 +196,9 @@ impl LiveHub {
             sender: self.inner.sender.clone(),
             db_up: self.inner.db_up.clone(),
             watermark: self.inner.watermark.clone(),
+            refresh: self.inner.refresh.clone(),
+            owed: false,
+            refreshed_second: None,
             stats: self.inner.stats.clone(),
             stop: self.inner.stop.subscribe(),
             tracker: None,
@@ -194,6 +237,11 @@ impl LiveHub {
         Some(self.inner.watermark.load(Ordering::Acquire)).filter(|w| *w >= 0)
     }
 
+    /// The latest refresh (see the module header); `None` before the hub's first read.
+    pub fn refresh(&self) -> Option<Refresh> {
+        *self.inner.refresh.borrow()
+    }
+
     pub fn stats(&self) -> &HubStats {
         &self.inner.stats
     }
@@ -225,6 +273,11 @@ struct Worker {
     sender: broadcast::Sender<LiveMsg>,
     db_up: watch::Sender<bool>,
     watermark: Arc<AtomicI64>,
+    refresh: watch::Sender<Option<Refresh>>,
+    /// Something was delivered since the last refresh.
+    owed: bool,
+    /// The wall-clock second of the last refresh.
+    refreshed_second: Option<i64>,
     stats: Arc<HubStats>,
     stop: watch::Receiver<bool>,
     tracker: Option<Tracker>,
@@ -253,6 +306,9 @@ impl Worker {
             if !self.db_open() {
                 return;
             }
+            if refresh_due(self.owed, self.refreshed_second, Utc::now()) {
+                self.publish_refresh();
+            }
             if ok && Instant::now() >= next_prune {
                 self.prune().await;
                 next_prune = Instant::now() + self.config.prune_interval;
@@ -263,10 +319,16 @@ impl Worker {
                 wait
             } else {
                 backoff = self.config.backoff_initial;
-                if self.has_gaps() {
+                let poll = if self.has_gaps() {
                     self.config.gap_check_interval.min(self.config.poll_interval)
                 } else {
                     self.config.poll_interval
+                };
+                // An owed refresh goes out just after the second turns, not up to a poll later.
+                if self.owed {
+                    poll.min(until_next_second(Utc::now()))
+                } else {
+                    poll
                 }
             };
             tokio::select! {
@@ -327,6 +389,7 @@ impl Worker {
         if self.tracker.is_none() {
             self.tracker = Some(self.start_tracker(now).await?);
             self.publish(Vec::new());
+            self.publish_refresh();
         }
         // Back from an outage long enough that another server may have pruned changes this one
         // never read: every client reloads.
@@ -337,6 +400,8 @@ impl Worker {
                 *tracker = Tracker::new(latest);
                 self.watermark.store(latest, Ordering::Release);
                 let _ = self.sender.send(LiveMsg::Reset { watermark: latest });
+                // Answers shared before the outage are no answers to the reload it prompts.
+                self.publish_refresh();
                 return Ok(());
             }
         }
@@ -386,8 +451,24 @@ impl Worker {
             return;
         }
         self.stats.broadcasts.fetch_add(1, Ordering::Relaxed);
+        self.owed = true;
         // No receivers is fine: nobody is watching.
         let _ = self.sender.send(LiveMsg::Changes { changes: changes.into(), watermark });
+    }
+
+    /// Publishes the next refresh version, then broadcasts it: a page that refetches on the
+    /// broadcast reads at this version or a later one, never an answer shared before it.
+    fn publish_refresh(&mut self) {
+        let watermark = self.watermark.load(Ordering::Acquire).max(0);
+        let version = self.refresh.borrow().map_or(0, |r| r.version + 1);
+        let refresh = Refresh { version, watermark };
+        self.refresh.send_replace(Some(refresh));
+        self.owed = false;
+        self.refreshed_second = Some(Utc::now().timestamp());
+        if version > 0 {
+            self.stats.refreshes.fetch_add(1, Ordering::Relaxed);
+            let _ = self.sender.send(LiveMsg::Refresh(refresh));
+        }
     }
 
     async fn prune(&self) {
@@ -402,6 +483,12 @@ impl Worker {
             Err(e) => tracing::warn!(error = %e, "live updates: pruning the change log failed"),
         }
     }
+}
+
+/// From `now` to the next whole second (at least a millisecond, so a wait never spins).
+fn until_next_second(now: chrono::DateTime<Utc>) -> Duration {
+    let into = Duration::from_nanos(u64::from(now.timestamp_subsec_nanos().min(999_999_999)));
+    Duration::from_secs(1).saturating_sub(into).max(Duration::from_millis(1))
 }
 
 /// Which change ids were delivered, which are still missing, and the watermark. Pure, so the
@@ -489,6 +576,38 @@ mod tests {
 
     fn ids(changes: &[Change]) -> Vec<i64> {
         changes.iter().map(|c| c.id).collect()
+    }
+
+    fn at(ms: i64) -> chrono::DateTime<Utc> {
+        chrono::DateTime::from_timestamp_millis(1_700_000_000_000 + ms).unwrap()
+    }
+
+    #[test]
+    fn a_refresh_is_due_once_a_second_only_when_something_was_delivered() {
+        let second = at(0).timestamp();
+        // Nothing delivered: never.
+        assert!(!refresh_due(false, None, at(100)));
+        assert!(!refresh_due(false, Some(second - 5), at(1_100)));
+        // Delivered: the first refresh at once, then not again within the same second.
+        assert!(refresh_due(true, None, at(100)));
+        assert!(!refresh_due(true, Some(second), at(999 - 200)));
+        assert!(refresh_due(true, Some(second), at(1_000)));
+        assert!(refresh_due(true, Some(second - 1), at(840)));
+        // Not in the last part of a second, whose reads would fall in the next one.
+        assert!(!refresh_due(true, Some(second - 1), at(i64::from(REFRESH_CUTOFF_MS))));
+        assert!(!refresh_due(true, None, at(990)));
+        assert!(refresh_due(true, None, at(1_000)));
+    }
+
+    #[test]
+    fn the_wait_for_the_next_second_ends_on_it() {
+        assert_eq!(until_next_second(at(0)), Duration::from_secs(1));
+        assert_eq!(until_next_second(at(250)), Duration::from_millis(750));
+        assert_eq!(until_next_second(at(999)), Duration::from_millis(1));
+        assert_eq!(
+            until_next_second(at(0) + chrono::Duration::nanoseconds(999_999_999)),
+            Duration::from_millis(1)
+        );
     }
 
     #[test]

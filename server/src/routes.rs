@@ -66,9 +66,10 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
                 provide_context(store.clone());
                 provide_context(site.clone());
                 provide_context(leases.clone());
-                // Where the page's live feed resumes from: the changes after the render.
+                // Where the page's live feed resumes from: the changes after the refresh its
+                // shared reads answer at (read before them, so nothing falls in between).
                 provide_context(app::live::LiveSnapshot {
-                    cursor: live.watermark(),
+                    cursor: live.refresh().map(|r| r.watermark),
                     db_up: *live.db_up().borrow(),
                 });
             },

@@ -13,7 +13,7 @@ use std::sync::Arc;
 pub struct AppState {
     pub leptos_options: LeptosOptions,
     /// The store every request reads through: identical reads at one data version share one
-    /// database call ([`SharedReads`], keyed by the live hub's watermark).
+    /// database call ([`SharedReads`], keyed by the live hub's refresh version).
     pub store: Arc<dyn Store>,
     /// How many reads were shared and how many reached the database, for `/metrics`.
     pub shared_reads: Arc<SharedReadStats>,
@@ -101,10 +101,11 @@ impl AppState {
     }
 }
 
-/// The data version shared reads are keyed by: the hub's watermark.
+/// The data version shared reads are keyed by: the hub's refresh version, which moves at most
+/// once a second, when every open page refetches (`crate::live`'s header says why).
 fn version_of(live: &LiveHub) -> lastword_store::shared_reads::VersionSource {
     let live = live.clone();
-    Arc::new(move || live.watermark())
+    Arc::new(move || live.refresh().map(|r| r.version))
 }
 
 /// Leptos options from the variables cargo-leptos sets (and bakes in at build time), falling

@@ -111,6 +111,9 @@ struct SseClient {
     pending: SseEvent,
     /// The last `id:` seen, as a browser keeps it.
     last_id: Option<String>,
+    /// Whether `refresh` events are returned; the cases about what changes arrive skip them
+    /// (they come at most once a second, whenever the clock says) and see only the changes.
+    refreshes: bool,
 }
 
 impl SseClient {
@@ -145,7 +148,20 @@ impl SseClient {
             }
         }
         assert!(content_type.starts_with("text/event-stream"), "{content_type}");
-        SseClient { reader, chunked, body: Vec::new(), pending: SseEvent::default(), last_id: None }
+        SseClient {
+            reader,
+            chunked,
+            body: Vec::new(),
+            pending: SseEvent::default(),
+            last_id: None,
+            refreshes: false,
+        }
+    }
+
+    /// The same client, returning `refresh` events too.
+    fn with_refreshes(mut self) -> SseClient {
+        self.refreshes = true;
+        self
     }
 
     /// Reads more of the body; false at its end.
@@ -189,6 +205,9 @@ impl SseClient {
                     if event != SseEvent::default() {
                         if event.id.is_some() {
                             self.last_id = event.id.clone();
+                        }
+                        if event.event == "refresh" && !self.refreshes {
+                            continue;
                         }
                         return Some(event);
                     }
@@ -348,11 +367,16 @@ async fn resume_after_disconnect(db: Db) {
     // The claim's run insert, the finish's run update, the new task (migration 0008: a runner's
     // task writes ride on its run's row).
     assert_eq!(logged_after(&db, last_seen).await.len(), 3);
-    let latest = changes::latest_change_id(&db).await.unwrap();
-    eventually("the hub to read everything", || server.hub().watermark() == Some(latest)).await;
-
     // Back, by header (what browsers send) and by query (a first connection).
     for by_header in [true, false] {
+        let latest = changes::latest_change_id(&db).await.unwrap();
+        // Read by the hub and covered by a refresh: the replay is then one batch (one not yet
+        // covered comes in two, around a refresh: `resumed_page_refetches` below).
+        eventually("the hub to read everything and refresh", || {
+            server.hub().watermark() == Some(latest)
+                && server.hub().refresh().is_some_and(|r| r.watermark == latest)
+        })
+        .await;
         let missed = logged_after(&db, last_seen).await;
         let mut client = if by_header {
             server.connect(Some(&cursor)).await
@@ -467,7 +491,12 @@ async fn two_servers_one_database(db: Db) {
     assert_eq!(at_a.changes_until(&ids(&logged)).await, logged);
     assert_eq!(at_b.changes_until(&ids(&logged)).await, logged, "the same changes, the same ids");
 
-    // Both servers' shared reads see the dead task at their own hub's version.
+    // Both servers' shared reads see the dead task once their own hub's refresh covers it (when
+    // their pages refetch).
+    let last = logged.last().unwrap().id;
+    for server in [&a, &b] {
+        eventually("the refresh", || server.hub().refresh().is_some_and(|r| r.watermark >= last)).await;
+    }
     let now = lastword_core::read_now();
     for server in [&a, &b] {
         let task = server.state.store.task(task_id).await.unwrap().unwrap();
@@ -501,11 +530,15 @@ async fn two_servers_one_database(db: Db) {
     assert!(!missed.is_empty(), "the re-queue is logged");
     let mut resumed = b.connect(Some(&cursor)).await;
     assert_eq!(resumed.expect("status").await.data, "db_up");
-    assert_eq!(resumed.expect("changes").await.changes(), missed, "exactly what A's client missed");
+    assert_eq!(resumed.changes_until(&ids(&missed)).await, missed, "exactly what A's client missed");
 
-    // A never saw the action's invalidation, only the change log: its reads catch up by version.
+    // A never saw the action's invalidation, only the change log: its reads catch up at the
+    // refresh that follows its hub reading the change.
     let latest = changes::latest_change_id(&db).await.unwrap();
-    eventually("A's hub to read the re-queue", || a.hub().watermark() == Some(latest)).await;
+    eventually("A's hub to read the re-queue and refresh", || {
+        a.hub().refresh().is_some_and(|r| r.watermark >= latest)
+    })
+    .await;
     let task = a.state.store.task(task_id).await.unwrap().unwrap();
     assert_eq!((task.status.as_str(), task.lease_epoch), ("queued", 2), "A's shared read is not stale");
 }
@@ -513,6 +546,121 @@ on_both_backends!(
     two_servers_one_database,
     two_servers_share_one_database_on_sqlite,
     two_servers_share_one_database_on_postgres
+);
+
+// (f) Pages are told to refetch (`refresh`) at most once a wall-clock second, only after
+// changes, on every stream at the same moment; the shared reads' version moves with the
+// refreshes, not with each change, so reads between two refreshes share one answer.
+async fn refreshes_pace_the_pages(db: Db) {
+    let server = Server::start(&db).await;
+    let mut a = server.connect(None).await.with_refreshes();
+    let mut b = server.connect(None).await.with_refreshes();
+    a.expect("status").await;
+    b.expect("status").await;
+    a.expect_silence(Duration::from_millis(1_200)).await;
+
+    // A change about every 100 ms for 3 s, and a read of the totals about every 50 ms.
+    let first_write = Utc::now();
+    let reads_before = server.state.shared_reads.database.load(Ordering::SeqCst);
+    let refreshes_before = server.hub().stats().refreshes.load(Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let mut reads = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        enqueue(&db, &new_task("paced"), Utc::now()).await.unwrap();
+        for _ in 0..2 {
+            server.state.store.totals().await.unwrap();
+            reads += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let database_reads = server.state.shared_reads.database.load(Ordering::SeqCst) - reads_before;
+    let refreshed = server.hub().stats().refreshes.load(Ordering::SeqCst) - refreshes_before;
+    assert!(
+        database_reads <= refreshed + 1,
+        "{reads} reads over 3 s of changes went to the database {database_reads} times; the \
+         version moved {refreshed} times"
+    );
+    let logged = logged_after(&db, 0).await;
+    let latest = logged.last().unwrap().id;
+    assert!(logged.len() >= 10, "{logged:?}");
+
+    // Both streams: every change, and refreshes between them until one covers the last.
+    let mut sequences = Vec::new();
+    for client in [&mut a, &mut b] {
+        let (mut got, mut refreshes, mut since_refresh) = (Vec::new(), Vec::new(), 0);
+        let last_at = loop {
+            let event = client.next().await;
+            match event.event.as_str() {
+                "changes" => {
+                    got.extend(event.changes());
+                    since_refresh += 1;
+                }
+                "refresh" => {
+                    assert!(since_refresh > 0, "a refresh without a change before it: {refreshes:?}");
+                    since_refresh = 0;
+                    refreshes.push(event.data.parse::<i64>().expect("a version"));
+                    if got.iter().any(|c| c.id == latest) {
+                        break Utc::now();
+                    }
+                }
+                other => panic!("unexpected {other}: {event:?}"),
+            }
+        };
+        assert_eq!(got, logged, "every change once, in order");
+        assert!(refreshes.windows(2).all(|w| w[0] < w[1]), "versions grow: {refreshes:?}");
+        let seconds = last_at.timestamp() - first_write.timestamp() + 1;
+        assert!(
+            refreshes.len() >= 2 && refreshes.len() as i64 <= seconds,
+            "{} refreshes over {seconds} wall-clock seconds of changes: {refreshes:?}",
+            refreshes.len()
+        );
+        sequences.push(refreshes);
+    }
+    assert_eq!(sequences[0], sequences[1], "every stream refreshes at the same versions");
+    let current = server.hub().refresh().unwrap();
+    assert_eq!(current.version, *sequences[0].last().unwrap());
+    assert_eq!(current.watermark, latest);
+    // Quiet again: no more refreshes.
+    a.expect_silence(Duration::from_millis(1_200)).await;
+}
+on_both_backends!(
+    refreshes_pace_the_pages,
+    refreshes_pace_the_pages_on_sqlite,
+    refreshes_pace_the_pages_on_postgres
+);
+
+// (g) A page rendered before changes its refresh has not covered resumes from the refresh's
+// watermark (what the server writes in the page) and gets the replay in two parts: what the
+// current refresh covers, then `refresh` (its data is behind: refetch now), then the rest,
+// which the hub's next refresh covers.
+async fn resumed_page_refetches(db: Db) {
+    let server = Server::start(&db).await;
+    let rendered_at = server.hub().refresh().expect("a refresh at start").watermark;
+    enqueue(&db, &new_task("before-refresh"), Utc::now()).await.unwrap();
+    let covered = logged_after(&db, rendered_at).await;
+    let covered_to = covered.last().unwrap().id;
+    eventually("a refresh covering the change", || {
+        server.hub().refresh().is_some_and(|r| r.watermark >= covered_to)
+    })
+    .await;
+
+    let mut client = server.connect(Some(&rendered_at.to_string())).await.with_refreshes();
+    assert_eq!(client.expect("status").await.data, "db_up");
+    assert_eq!(client.expect("changes").await.changes(), covered);
+    let refresh = client.expect("refresh").await;
+    assert_eq!(refresh.data, server.hub().refresh().unwrap().version.to_string());
+    // A change after it: delivered live, then covered by the hub's next refresh.
+    enqueue(&db, &new_task("after-refresh"), Utc::now()).await.unwrap();
+    let later = logged_after(&db, covered_to).await;
+    assert_eq!(client.expect("changes").await.changes(), later);
+    let next = client.expect("refresh").await;
+    assert!(next.data.parse::<i64>().unwrap() > refresh.data.parse::<i64>().unwrap());
+    assert!(server.hub().refresh().unwrap().watermark >= later.last().unwrap().id);
+}
+on_both_backends!(
+    resumed_page_refetches,
+    a_resumed_page_refetches_after_the_replay_its_data_missed_on_sqlite,
+    a_resumed_page_refetches_after_the_replay_its_data_missed_on_postgres
 );
 
 /// A database outage is shown (`status: db_down`), survived (the stream stays open) and

@@ -7,9 +7,11 @@
 //! database call:
 //!
 //! - **Keyed by the question and the data version.** The key is the method and its arguments;
-//!   the version is the live hub's watermark (the newest change-log id it has seen). Once the
-//!   hub sees a change the version moves and the next read asks the database again, so an
-//!   answer is never older than the change feed that prompted the refetch.
+//!   the version is the live hub's refresh version: it moves at most once a second, after the
+//!   hub delivered changes, at the moment every open page is told to refetch (the server's
+//!   `live` module). An answer at a version is read after every change delivered before that
+//!   version was published, so it is never older than the feed that prompted the refetch; and
+//!   since every tab refetches at the same version in the same second, they share one read.
 //! - **`now` is part of the question.** Callers pass a `now` truncated to the second
 //!   ([`lastword_core::read_now`]), so everyone asking within the same second, about the same
 //!   window, at the same version, shares one answer; states that change with time alone (a
@@ -51,7 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Where the data version comes from: the live hub's watermark, `None` while unknown.
+/// Where the data version comes from: the live hub's refresh version, `None` while unknown.
 pub type VersionSource = Arc<dyn Fn() -> Option<i64> + Send + Sync>;
 
 /// How long an answer may be shared at all. Keys carry `now` to the second, so an entry is

@@ -31,7 +31,7 @@ async fn finished_run(db: &Db, ago: Duration, output: &str) -> (i64, i64) {
     (task, run)
 }
 
-/// A version the test moves by hand, as the live hub's watermark moves in the server.
+/// A version the test moves by hand, as the live hub's refresh version moves in the server.
 fn version(start: Option<i64>) -> (Arc<AtomicI64>, VersionSource) {
     let v = Arc::new(AtomicI64::new(start.unwrap_or(-1)));
     let source = {
