@@ -1,8 +1,8 @@
 //! The database load of open dashboards: N simulated browser tabs (1, then many) on the
 //! Failures and the Overview page, each holding an event stream and, like the real page
 //! (`app/src/live.rs`), refetching the page's data at each `refresh` event that follows
-//! changes (the server sends one at most once a second), while the live fleet writes. Measured on the database side: committed transactions
-//! of the bench database (`pg_stat_database.xact_commit`) per second, minus the fleet's own,
+//! changes (the server sends one at most once a second), while the live fleet writes.
+//! Measured on the database side: committed transactions of the bench database (`pg_stat_database.xact_commit`) per second, minus the fleet's own,
 //! which it counts exactly — plus, when the server exports one, its `lastword_db_*` counter.
 
 use crate::cli::Args;

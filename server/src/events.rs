@@ -143,12 +143,16 @@ impl Stream {
         stream
     }
 
-    fn status_event(&self, up: bool) -> Event {
-        let event = Event::default().event(sse::STATUS).data(if up { sse::DB_UP } else { sse::DB_DOWN });
+    /// `event` carrying the resume cursor, when there is one.
+    fn with_cursor(&self, event: Event) -> Event {
         match self.confirmed {
             Some(id) => event.id(id.to_string()),
             None => event,
         }
+    }
+
+    fn status_event(&self, up: bool) -> Event {
+        self.with_cursor(Event::default().event(sse::STATUS).data(if up { sse::DB_UP } else { sse::DB_DOWN }))
     }
 
     fn reset(&mut self, watermark: Option<i64>, reason: &str) {
@@ -157,11 +161,7 @@ impl Stream {
             (w, c) => w.or(c),
         };
         self.sent_above.clear();
-        let event = Event::default().event(sse::RESET).data(reason).retry(RETRY);
-        let event = match self.confirmed {
-            Some(id) => event.id(id.to_string()),
-            None => event,
-        };
+        let event = self.with_cursor(Event::default().event(sse::RESET).data(reason).retry(RETRY));
         self.queue.push_back(event);
         self.queue.push_back(self.status_event(self.last_status));
     }
@@ -218,11 +218,8 @@ impl Stream {
     }
 
     fn push_refresh(&mut self, refresh: Refresh) {
-        let event = Event::default().event(sse::REFRESH).data(refresh.version.to_string());
-        self.queue.push_back(match self.confirmed {
-            Some(id) => event.id(id.to_string()),
-            None => event,
-        });
+        let event = self.with_cursor(Event::default().event(sse::REFRESH).data(refresh.version.to_string()));
+        self.queue.push_back(event);
     }
 
     /// The replay could not be read (the database is down): say so and end the stream; the
@@ -242,12 +239,8 @@ impl Stream {
         let parts = changes.chunks(CHANGES_PER_EVENT).count();
         for (i, part) in changes.chunks(CHANGES_PER_EVENT).enumerate() {
             let data = serde_json::to_string(part).expect("changes serialise");
-            let mut event = Event::default().event(sse::CHANGES).data(data);
-            if i + 1 == parts {
-                if let Some(id) = self.confirmed {
-                    event = event.id(id.to_string());
-                }
-            }
+            let event = Event::default().event(sse::CHANGES).data(data);
+            let event = if i + 1 == parts { self.with_cursor(event) } else { event };
             self.queue.push_back(event);
         }
     }

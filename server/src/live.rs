@@ -30,8 +30,9 @@
 //! the watermark instead, tabs that each throttle on their own clock asked at every watermark
 //! the hub passed, several a second.) A refresh's version is published before it is broadcast
 //! and after the changes before it, so an answer at that version was read after every change
-//! the refreshing page has seen was committed. No refresh is started in the last
-//! [`REFRESH_CUTOFF_MS`] of a second, so the reads that follow do not straddle two seconds.
+//! the refreshing page has seen was committed. No refresh is started after the
+//! [`REFRESH_CUTOFF_MS`]th millisecond of a second, so the reads that follow do not straddle
+//! two seconds.
 //!
 //! **Outages.** The database's health is published in a [`watch`] channel (streams send
 //! `status` events). While reads fail the watcher retries with capped backoff; once a read
@@ -121,7 +122,8 @@ pub struct Refresh {
     pub watermark: i64,
 }
 
-/// No refresh starts in the last this-many milliseconds of a second (see the module header).
+/// No refresh starts at or after this millisecond of a second (the last 150 ms; see the module
+/// header).
 pub const REFRESH_CUTOFF_MS: u32 = 850;
 
 /// Whether a refresh is due at wall-clock time `now`: something was delivered since the last
