@@ -464,7 +464,7 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         let _ = writeln!(s, "\n## Database load of open dashboards\n");
         let _ = writeln!(
             s,
-            "Simulated tabs refetch through {:?} after each `changes` event, at most once a second. \
+            "Simulated tabs refetch through {:?} at each `refresh` event that follows changes (the server sends one at most once a second), as the pages do. \
              \"dashboard xact/s\" = bench database commits/s minus the live fleet's own. Server counter: {}.\n",
             d.calls,
             d.server_counter.as_deref().unwrap_or("none exported")
