@@ -7,8 +7,8 @@ use crate::stats::Summary;
 use anyhow::Context;
 use std::time::{Duration, Instant};
 
-/// What a browser sends; the server may compress with either.
-const BROWSER_ENCODINGS: &str = "gzip, br";
+/// What a browser sends (Chromium's header); the server may compress with any of them.
+pub const BROWSER_ENCODINGS: &str = "gzip, deflate, br, zstd";
 
 #[derive(Clone)]
 pub struct Client {

@@ -584,7 +584,11 @@ pub fn markdown(r: &Results, v: &Value) -> String {
     }
 
     if let Some(p) = &r.page_weight {
-        let _ = writeln!(s, "\n## First-visit page weight (`Accept-Encoding: gzip, br`)\n");
+        let _ = writeln!(
+            s,
+            "\n## First-visit page weight (`Accept-Encoding: {}`)\n",
+            crate::http::BROWSER_ENCODINGS
+        );
         let _ = writeln!(s, "| file | KB on the wire | encoding |\n|---|---|---|");
         for (f, b, e) in &p.files {
             let _ =

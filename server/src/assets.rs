@@ -1,7 +1,7 @@
 //! How the browser bundle (`/pkg/*`: wasm, js, css) and every other response travel.
 //!
-//! - **Compressed** (brotli or gzip, whichever the browser accepts): the wasm bundle is most of
-//!   a first visit (1.4 MB raw) and compresses to about a quarter. A release build ships the
+//! - **Compressed** (zstd, brotli or gzip, whichever the browser accepts): the wasm bundle is
+//!   most of a first visit (1.4 MB raw) and compresses to about a quarter. A release build ships the
 //!   bundle precompressed (`cargo leptos build --release --precompress` writes `.br` and `.gz`
 //!   beside each file, at brotli's best level, which no on-the-fly encoder can afford); the
 //!   bundle's file service sends those. Everything else (pages, JSON) is compressed on the fly;
@@ -23,7 +23,7 @@ use axum::response::Response;
 use leptos::prelude::LeptosOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tower_http::compression::CompressionLayer;
+use tower_http::compression::{CompressionLayer, CompressionLevel};
 use tower_http::services::ServeDir;
 
 /// A year: the longest lifetime caches honour, for files whose name changes with their content.
@@ -31,9 +31,17 @@ const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 /// Revalidate every time: the name says nothing about the content.
 const REVALIDATE: &str = "no-cache";
 
-/// Brotli or gzip for every response the default predicate allows.
+/// How hard pages and JSON are compressed on the fly: zstd's and gzip's fast levels and brotli's
+/// 3. Every server-rendered page and every live refetch of 200 open tabs pays it on the
+/// server's CPU; measured on the Failures page (85 KB of HTML, BENCHMARKS.md), the default
+/// levels cost more than rendering it (brotli 4: ~1 ms), for bodies of a few KB either way.
+pub const ON_THE_FLY_LEVEL: CompressionLevel = CompressionLevel::Precise(3);
+
+/// zstd, brotli or gzip for every response the default predicate allows, in that preference
+/// when the browser accepts several (current Chromium and Firefox send zstd; it compresses as
+/// well as brotli at a fraction of its time).
 pub fn compression() -> CompressionLayer {
-    CompressionLayer::new().br(true).gzip(true)
+    CompressionLayer::new().zstd(true).br(true).gzip(true).quality(ON_THE_FLY_LEVEL)
 }
 
 /// The URL prefix the bundle is served under (`site-pkg-dir`), with slashes: `/pkg/`.

@@ -663,7 +663,7 @@ async fn api_is_503_json_when_the_database_is_gone() {
     assert!(!text.contains("lastword_runs"), "no stale numbers: {text}");
 }
 
-/// Pages and JSON travel compressed for a browser that accepts brotli or gzip; the live stream
+/// Pages and JSON travel compressed for a browser that accepts zstd, brotli or gzip; the live stream
 /// never is (compression would hold its events back); the bundle is revalidated, not guessed.
 async fn responses_are_compressed_except_the_live_stream(db: Db) {
     let api = Api::new(db);
@@ -677,6 +677,12 @@ async fn responses_are_compressed_except_the_live_stream(db: Db) {
     let page = send("/failures", "br, gzip").await.unwrap();
     assert_eq!(page.status(), StatusCode::OK);
     assert_eq!(header(&page, "content-encoding").as_deref(), Some("br"));
+    // What Chromium and Firefox send: zstd preferred, and the page decodes whole.
+    let page = send("/failures", "gzip, deflate, br, zstd").await.unwrap();
+    assert_eq!(header(&page, "content-encoding").as_deref(), Some("zstd"));
+    let packed = axum::body::to_bytes(page.into_body(), 1 << 22).await.unwrap();
+    let html = String::from_utf8(zstd::decode_all(&packed[..]).unwrap()).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("</body>"), "{html}");
     let json = send("/api/v1/overview?since=1h", "gzip").await.unwrap();
     assert_eq!(header(&json, "content-encoding").as_deref(), Some("gzip"));
     let gz = axum::body::to_bytes(json.into_body(), 1 << 20).await.unwrap();

@@ -348,6 +348,13 @@ async fn the_bundle_is_precompressed_and_cached_for_good_only_under_a_content_ha
     assert_eq!(header(&wasm, "cache-control").as_deref(), Some("public, max-age=31536000, immutable"));
     let body = axum::body::to_bytes(wasm.into_body(), 1 << 20).await.unwrap();
     assert_eq!(&body[..], b"brotli-bytes", "sent as built, not encoded twice");
+    // A browser that prefers zstd still gets the precompressed brotli, not the raw file
+    // compressed on the fly.
+    let wasm =
+        send(&format!("/pkg/{hashed}"), &[("accept-encoding", "gzip, deflate, br, zstd")]).await.unwrap();
+    assert_eq!(header(&wasm, "content-encoding").as_deref(), Some("br"));
+    let body = axum::body::to_bytes(wasm.into_body(), 1 << 20).await.unwrap();
+    assert_eq!(&body[..], b"brotli-bytes");
 
     let raw = send(&format!("/pkg/{hashed}"), &[]).await.unwrap();
     assert_eq!(header(&raw, "content-encoding"), None);
