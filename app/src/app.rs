@@ -1,4 +1,14 @@
 //! The HTML shell and the route table, nothing else.
+//!
+//! Every page is a lazy route: `cargo leptos build --split` puts each page's code (its views,
+//! its answer types' JSON readers) in wasm chunks of its own, so a first visit downloads the
+//! shell and the page it opened, not all eight (sizes: docs/bundle-size.md). The server names
+//! the chunks the page needs as `<link rel="preload">` (leptos reads cargo-leptos'
+//! `__wasm_split_manifest.json`), so hydration waits on no second round trip, and hydration
+//! itself waits for them (`crate::hydrate`). Every wasm build needs `--split` (scripts/test,
+//! scripts/run and scripts/bench pass it): without it the wasm imports a chunk loader that
+//! does not exist and no page comes alive, which the server says at start
+//! (`assets::check_bundle_is_split`).
 
 use crate::components::layout::Layout;
 use crate::live::{provide_live_feed, LiveMeta};
@@ -13,8 +23,7 @@ use crate::pages::workers::WorkersPage;
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
 use leptos_router::components::{Route, Router, Routes};
-use leptos_router::path;
-use leptos_router::SsrMode;
+use leptos_router::{lazy_route, path, Lazy, LazyRoute, SsrMode};
 
 /// The document around every page; rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -61,16 +70,86 @@ pub fn App() -> impl IntoView {
                         </section>
                     }
                 }>
-                    <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async />
-                    <Route path=path!("/failures") view=FailuresPage ssr=SsrMode::Async />
-                    <Route path=path!("/tasks/:id") view=TaskPage ssr=SsrMode::Async />
-                    <Route path=path!("/workers") view=WorkersPage ssr=SsrMode::Async />
-                    <Route path=path!("/leases") view=LeasesPage ssr=SsrMode::Async />
-                    <Route path=path!("/timeline") view=TimelinePage ssr=SsrMode::Async />
-                    <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async />
-                    <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async />
+                    <Route path=path!("/") view={Lazy::<Overview>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("/failures") view={Lazy::<Failures>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("/tasks/:id") view={Lazy::<Task>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("/workers") view={Lazy::<Workers>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("/leases") view={Lazy::<Leases>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("/timeline") view={Lazy::<Timeline>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("/audit") view={Lazy::<Audit>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("/login") view={Lazy::<Login>::new()} ssr=SsrMode::Async />
                 </Routes>
             </Layout>
         </Router>
     }
+}
+
+/// Names the chunks of the page being rendered as `<link rel="preload">` in the page's head, with
+/// the chunk loader as a module preload, so the browser fetches them with the shell.
+///
+/// Leptos does this itself, but not reliably: its server integration provides the context that
+/// collects the lazy functions a render ran only after the render has started, and a route's
+/// view that runs first is lost (measured: `/timeline` named its chunks in about one request of
+/// three). The chunk keys in cargo-leptos' manifest are the lazy view functions' names,
+/// `__<route>_view_<hash>` (`#[lazy_route]` names the view `__<Route>_View`, `#[lazy]` puts it in
+/// snake case and adds a hash of where it was declared). Registered with the meta context as
+/// leptos does it (`to_html` on a `Link` adds it to the head), so nothing enters the body and
+/// hydration, which never sees these tags, is not disturbed. A build without a manifest (no
+/// `--split`) names nothing.
+#[cfg(feature = "ssr")]
+fn preload_chunks_of(route: &str) {
+    use leptos_meta::Link;
+    let Some(manifest) = use_context::<leptos::WasmSplitManifest>() else { return };
+    let Some(manifest) = manifest.0.try_read_value() else { return };
+    let (pkg, chunks, loader) = &*manifest;
+    let key_prefix = format!("__{}_view_", route.to_lowercase());
+    let nonce = leptos::nonce::use_nonce().map(|n| n.to_string()).unwrap_or_default();
+    let modules =
+        chunks.iter().filter(|(key, _)| key.starts_with(&key_prefix)).flat_map(|(_, modules)| modules);
+    for module in modules {
+        let _ = view! {
+            <Link
+                rel="preload"
+                href=format!("{pkg}/{module}.wasm")
+                as_="fetch"
+                type_="application/wasm"
+                crossorigin=nonce.clone()
+            />
+        }
+        .to_html();
+    }
+    let _ = view! { <Link rel="modulepreload" href=format!("{pkg}/{loader}") crossorigin=nonce /> }.to_html();
+}
+
+/// A page as a lazy route: no data of its own before its code arrives (each page creates its
+/// resources itself), and a view that is the page component.
+macro_rules! lazy_page {
+    ($($route:ident => $page:ident),* $(,)?) => {$(
+        #[doc = concat!("The route of [`", stringify!($page), "`], loaded with its own wasm chunk.")]
+        struct $route;
+
+        #[lazy_route]
+        impl LazyRoute for $route {
+            fn data() -> Self {
+                $route
+            }
+
+            fn view(_this: Self) -> AnyView {
+                #[cfg(feature = "ssr")]
+                preload_chunks_of(stringify!($route));
+                view! { <$page /> }.into_any()
+            }
+        }
+    )*};
+}
+
+lazy_page! {
+    Overview => OverviewPage,
+    Failures => FailuresPage,
+    Task => TaskPage,
+    Workers => WorkersPage,
+    Leases => LeasesPage,
+    Timeline => TimelinePage,
+    Audit => AuditPage,
+    Login => LoginPage,
 }

@@ -24,7 +24,7 @@ pub fn current_principal() -> Option<Principal> {
 }
 
 /// Who the server says is signed in (the page header shows it).
-#[server(prefix = "/api/fn", endpoint = "whoami")]
+#[server(prefix = "/api/fn", endpoint = "whoami", output = crate::api::JsonAnswer)]
 pub async fn whoami() -> Result<Option<Principal>, ServerFnError> {
     Ok(current_principal())
 }

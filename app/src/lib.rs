@@ -13,14 +13,20 @@ pub mod site;
 
 pub use app::{shell, App};
 
-/// The browser entry point: attaches the server-rendered page to the reactive system.
+/// The browser entry point: attaches the server-rendered page to the reactive system. Pages are
+/// lazy routes (`app.rs`), so hydration first waits for the opened page's wasm chunk, which
+/// the server told the browser to preload.
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(App);
-    // A marker for browser tests (and the curious): event handlers are attached from here on.
-    if let Some(body) = web_sys::window().and_then(|w| w.document()).and_then(|d| d.body()) {
+    // Not leptos' spawn_local: its executor is set up inside hydrate_from_async.
+    wasm_bindgen_futures::spawn_local(async {
+        let Some(body) = web_sys::window().and_then(|w| w.document()).and_then(|d| d.body()) else {
+            return;
+        };
+        leptos::mount::hydrate_from_async(body.clone(), App).await.forget();
+        // A marker for browser tests (and the curious): event handlers are attached from here on.
         let _ = body.set_attribute("data-hydrated", "true");
-    }
+    });
 }

@@ -17,7 +17,7 @@ pub struct SiteSettings {
 }
 
 /// The settings the server put in context for every request.
-#[server(prefix = "/api/fn", endpoint = "site_settings")]
+#[server(prefix = "/api/fn", endpoint = "site_settings", output = crate::api::JsonAnswer)]
 pub async fn get_site_settings() -> Result<SiteSettings, ServerFnError> {
     Ok(use_context::<SiteSettings>().unwrap_or_default())
 }

@@ -63,6 +63,8 @@ test("a stale confirmation is refused with what changed", async ({ page }) => {
     await page.goto("/failures?cause=timeout,crash,api_error,context_overflow,other");
     await hydrated(page);
     await page.getByTestId("row-requeue").first().click({ timeout: 2000 });
+    // The task page's code is loaded on the way (a lazy route): the URL changes once it is here.
+    await expect(page).toHaveURL(/\/tasks\/\d+\?act=requeue/);
     await hydrated(page);
     taskPath = new URL(page.url()).pathname;
     const other = await page.context().newPage();

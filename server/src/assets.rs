@@ -8,8 +8,9 @@
 //!   tower-http's default predicate leaves out server-sent events (compression would buffer the
 //!   live stream), images and tiny bodies, and never encodes a body twice.
 //! - **Cached for good when the name is the content**: cargo-leptos `hash-files` names the
-//!   bundle `lastword.<md5>.{js,wasm,css}` and leaves `hash.txt` beside the binary; pages then
-//!   name those files ([`use_hashed_names`] decides), and the bundle is served
+//!   bundle `lastword.<md5>.{js,wasm,css}` (and, built with `--split`, each page's wasm chunk
+//!   and the chunk loader `<name>.<md5>.{wasm,js}`) and leaves `hash.txt` beside the binary;
+//!   pages then name those files ([`use_hashed_names`] decides), and the bundle is served
 //!   `immutable` for a year, so a repeat visit asks for nothing. A name without a hash (a
 //!   plain `cargo build`, or hashing off) says nothing about its content, so it is served
 //!   `no-cache` and revalidated (`If-Modified-Since` → `304`): an old wasm against a new server
@@ -60,12 +61,11 @@ pub fn bundle_files(options: &LeptosOptions) -> ServeDir {
 #[derive(Clone)]
 pub struct BundleCache {
     prefix: Arc<str>,
-    output_name: Arc<str>,
 }
 
 impl BundleCache {
     pub fn new(options: &LeptosOptions) -> Self {
-        Self { prefix: bundle_prefix(options).into(), output_name: options.output_name.clone() }
+        Self { prefix: bundle_prefix(options).into() }
     }
 }
 
@@ -77,11 +77,7 @@ pub async fn bundle_cache_headers(
     request: Request,
     next: Next,
 ) -> Response {
-    let hashed = request
-        .uri()
-        .path()
-        .strip_prefix(&*cache.prefix)
-        .map(|file| is_content_hashed(file, &cache.output_name));
+    let hashed = request.uri().path().strip_prefix(&*cache.prefix).map(is_content_hashed);
     let mut response = next.run(request).await;
     if let Some(hashed) = hashed {
         let found = response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED;
@@ -92,18 +88,47 @@ pub async fn bundle_cache_headers(
 }
 
 /// Whether `file` is a bundle file named by its content, as cargo-leptos `hash-files` names
-/// them: `<output_name>.<hash>.<js|wasm|css>`, the hash an md5 in unpadded base64url
-/// (22 characters of `A-Z a-z 0-9 - _`).
-pub fn is_content_hashed(file: &str, output_name: &str) -> bool {
-    let Some(rest) = file.strip_prefix(output_name).and_then(|r| r.strip_prefix('.')) else {
+/// every file it writes in the pkg directory: `<name>.<hash>.<js|wasm|css>` (the app's
+/// `lastword.<hash>.wasm`, a page's chunk `split_<page>_<n>.<hash>.wasm`, the chunk loader
+/// `__wasm_split.<hash>.js`), the hash an md5 in unpadded base64url (22 characters of
+/// `A-Z a-z 0-9 - _`). Files in subdirectories (wasm-bindgen's `snippets/`, never hashed) and
+/// anything else are not.
+pub fn is_content_hashed(file: &str) -> bool {
+    let mut parts = file.split('.');
+    let (Some(name), Some(hash), Some(ext), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
         return false;
     };
-    let Some((hash, ext)) = rest.split_once('.') else {
-        return false;
-    };
-    hash.len() == 22
+    !name.is_empty()
+        && !name.contains('/')
+        && hash.len() == 22
         && hash.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        // cargo-leptos' placeholder in the chunk loader's name when files are not hashed.
+        && hash != "______________________"
         && matches!(ext, "js" | "wasm" | "css")
+}
+
+/// Pages are lazy routes (`app/src/app.rs`), so the wasm imports a chunk loader that only
+/// `cargo leptos build --split` writes, with its `__wasm_split_manifest.json`. A bundle built
+/// without the flag loads nothing in the browser: pages render on the server but never come
+/// alive (no live updates, no actions), with no error but the browser console's. Said at start
+/// instead. A site with no wasm at all (a server-only build) is not a problem of this kind.
+pub fn check_bundle_is_split(options: &LeptosOptions) -> Result<(), String> {
+    let pkg = Path::new(&*options.site_root).join(options.site_pkg_dir.trim_matches('/'));
+    let Ok(entries) = std::fs::read_dir(&pkg) else { return Ok(()) };
+    let names: Vec<String> =
+        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let has_wasm = names.iter().any(|n| n.ends_with(".wasm"));
+    let split = names.iter().any(|n| n.starts_with("__wasm_split_manifest") && n.ends_with(".json"));
+    if has_wasm && !split {
+        return Err(format!(
+            "the browser bundle in {} was built without --split: pages will render but not hydrate \
+             (no live updates, no actions); rebuild it with `cargo leptos build --split` \
+             (add --release --precompress for production)",
+            pkg.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Where cargo-leptos writes `hash.txt` and where leptos reads it when rendering the page's
@@ -153,23 +178,53 @@ mod tests {
         let hash = "AbCdEfGhIjKlMnOpQr-_01";
         assert_eq!(hash.len(), 22);
         for ext in ["js", "wasm", "css"] {
-            assert!(is_content_hashed(&format!("lastword.{hash}.{ext}"), "lastword"), "{ext}");
+            assert!(is_content_hashed(&format!("lastword.{hash}.{ext}")), "{ext}");
+        }
+        // `cargo leptos build --split`: a page's chunk, a chunk shared by pages, the loader.
+        for chunk in [
+            format!("split_overview_view_123.{hash}.wasm"),
+            format!("chunk_2.{hash}.wasm"),
+            format!("__wasm_split.{hash}.js"),
+        ] {
+            assert!(is_content_hashed(&chunk), "{chunk}");
         }
         for plain in [
             "lastword.js",
             "lastword.wasm",
             "lastword_bg.wasm",
             "lastword.css",
-            "other.AbCdEfGhIjKlMnOpQr-_01.js",
+            "__wasm_split.______________________.js",
+            "__wasm_split_manifest.AbCdEfGhIjKlMnOpQr-_01.json",
+            ".AbCdEfGhIjKlMnOpQr-_01.js",
             "lastword.AbCdEfGhIjKlMnOpQr-_0.js",
             "lastword.AbCdEfGhIjKlMnOpQr-_012.js",
             "lastword.AbCdEfGhIjKlMnOpQr+_01.js",
             "lastword.AbCdEfGhIjKlMnOpQr-_01.html",
             "lastword.AbCdEfGhIjKlMnOpQr-_01.wasm.br",
             "sub/lastword.AbCdEfGhIjKlMnOpQr-_01.js",
+            "snippets/x/inline0.AbCdEfGhIjKlMnOpQr-_01.js",
         ] {
-            assert!(!is_content_hashed(plain, "lastword"), "{plain}");
+            assert!(!is_content_hashed(plain), "{plain}");
         }
+    }
+
+    #[test]
+    fn a_bundle_without_its_split_manifest_is_reported() {
+        let site = tempfile::tempdir().unwrap();
+        let options = LeptosOptions::builder()
+            .output_name("lastword")
+            .site_root(site.path().to_string_lossy().to_string())
+            .build();
+        assert_eq!(check_bundle_is_split(&options), Ok(()), "no site at all: a server-only build");
+        let pkg = site.path().join("pkg");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("lastword.css"), "x").unwrap();
+        assert_eq!(check_bundle_is_split(&options), Ok(()), "no wasm");
+        std::fs::write(pkg.join("lastword.wasm"), "x").unwrap();
+        let problem = check_bundle_is_split(&options).unwrap_err();
+        assert!(problem.contains("--split"), "{problem}");
+        std::fs::write(pkg.join("__wasm_split_manifest.AbCdEfGhIjKlMnOpQr-_01.json"), "{}").unwrap();
+        assert_eq!(check_bundle_is_split(&options), Ok(()));
     }
 
     #[test]

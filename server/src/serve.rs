@@ -24,6 +24,9 @@ pub async fn serve(
     let sweeper = auth.sessions.as_ref().map(|s| s.spawn_sweeper());
     let mut options = leptos_options();
     options.site_addr = args.addr;
+    if let Err(problem) = crate::assets::check_bundle_is_split(&options) {
+        tracing::error!("{problem}");
+    }
     let mut state = AppState::with_auth(options, store.clone(), auth)
         .with_trace_links(args.trace_url_template.clone())
         .with_retry_policy(retry);

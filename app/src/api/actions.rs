@@ -79,7 +79,7 @@ mod ssr {
 }
 
 /// Re-queue, mark compensated or undo it, as the signed-in operator.
-#[server(prefix = "/api/fn", endpoint = "act", input = Json)]
+#[server(prefix = "/api/fn", endpoint = "act", input = Json, output = crate::api::JsonAnswer)]
 pub async fn act_on_task(
     task_id: i64,
     kind: ActionKind,
@@ -96,7 +96,7 @@ pub async fn act_on_task(
 }
 
 /// What re-queueing every task of the failures page's filter (or of a selection) would do.
-#[server(prefix = "/api/fn", endpoint = "requeue_preview", input = Json)]
+#[server(prefix = "/api/fn", endpoint = "requeue_preview", input = Json, output = crate::api::JsonAnswer)]
 pub async fn requeue_preview(
     query: Option<String>,
     task_ids: Option<Vec<i64>>,
@@ -108,7 +108,7 @@ pub async fn requeue_preview(
 }
 
 /// Applies a previewed bulk re-queue if its count still holds.
-#[server(prefix = "/api/fn", endpoint = "bulk_requeue", input = Json)]
+#[server(prefix = "/api/fn", endpoint = "bulk_requeue", input = Json, output = crate::api::JsonAnswer)]
 pub async fn bulk_requeue(
     query: Option<String>,
     request: BulkRequeueRequest,
@@ -124,7 +124,7 @@ pub async fn bulk_requeue(
 }
 
 /// One page of the audit trail for the audit page's query string.
-#[server(prefix = "/api/fn", endpoint = "audit")]
+#[server(prefix = "/api/fn", endpoint = "audit", output = crate::api::JsonAnswer)]
 pub async fn get_audit(query: String) -> Result<AuditAnswer, ServerFnError> {
     let pairs = super::ssr::query_pairs(&query);
     let (filter, page) = match lastword_core::action::parse_audit_query(&pairs, ssr::now()) {

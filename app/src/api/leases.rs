@@ -5,7 +5,7 @@ use leptos::prelude::*;
 
 /// `window` is an age (`24h`); `kind` narrows to one task kind when not empty. The report is
 /// shared between viewers for a short while (`computed_at` says when it was read).
-#[server(prefix = "/api/fn", endpoint = "leases")]
+#[server(prefix = "/api/fn", endpoint = "leases", output = crate::api::JsonAnswer)]
 pub async fn get_leases(window: String, kind: String) -> Result<LeaseReport, ServerFnError> {
     use lastword_core::leases::{parse_kind, LeaseWindow};
     let now = lastword_core::read_now();
@@ -24,7 +24,7 @@ pub async fn get_leases(window: String, kind: String) -> Result<LeaseReport, Ser
 /// The day's figures of every kind if the server has them at hand (they may be up to a few
 /// minutes old: `computed_at`), else `None` while it computes them: for the overview's panel,
 /// which must not wait on a computation.
-#[server(prefix = "/api/fn", endpoint = "leases_at_hand")]
+#[server(prefix = "/api/fn", endpoint = "leases_at_hand", output = crate::api::JsonAnswer)]
 pub async fn get_leases_at_hand() -> Result<Option<LeaseReport>, ServerFnError> {
     use lastword_core::leases::{LeaseWindow, DEFAULT_WINDOW_HOURS};
     let store = super::ssr::store()?;

@@ -4,7 +4,7 @@ use lastword_core::{Overview, Totals};
 use leptos::prelude::*;
 
 /// Row totals of the contract tables.
-#[server(prefix = "/api/fn", endpoint = "totals")]
+#[server(prefix = "/api/fn", endpoint = "totals", output = crate::api::JsonAnswer)]
 pub async fn get_totals() -> Result<Totals, ServerFnError> {
     let store = super::ssr::store()?;
     store.totals().await.map_err(super::ssr::store_error)
@@ -16,7 +16,7 @@ pub const WINDOWS: [(&str, &str, i64); 4] =
 
 /// Counts per state and cause over the window (`1h`, `6h`, `24h`, `7d`), a series for the chart,
 /// and what needs attention.
-#[server(prefix = "/api/fn", endpoint = "overview")]
+#[server(prefix = "/api/fn", endpoint = "overview", output = crate::api::JsonAnswer)]
 pub async fn get_overview(window: String) -> Result<Overview, ServerFnError> {
     let (_, _, bucket) = WINDOWS
         .iter()

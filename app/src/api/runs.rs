@@ -12,7 +12,7 @@ pub enum RunsAnswer {
 
 /// One page of runs for a URL query string (the same parameters as `GET /api/v1/runs`).
 /// With no `state` and no `cause`, only failures are listed: this backs the failures page.
-#[server(prefix = "/api/fn", endpoint = "failures")]
+#[server(prefix = "/api/fn", endpoint = "failures", output = crate::api::JsonAnswer)]
 pub async fn list_failures(query: String) -> Result<RunsAnswer, ServerFnError> {
     let now = lastword_core::read_now();
     let pairs = super::ssr::query_pairs(&query);

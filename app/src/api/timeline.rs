@@ -129,7 +129,7 @@ impl TimelineData {
 }
 
 /// The last `minutes` up to now, or, with `from` and `to` (a zoom), that fixed stretch.
-#[server(prefix = "/api/fn", endpoint = "timeline")]
+#[server(prefix = "/api/fn", endpoint = "timeline", output = crate::api::JsonAnswer)]
 pub async fn get_timeline(
     minutes: i64,
     from: Option<DateTime<Utc>>,
@@ -160,7 +160,7 @@ pub async fn get_timeline(
 
 /// The runs `ids` as the timeline draws them, and the server's `now`: what the live timeline
 /// merges in for the runs a batch of changes named, instead of fetching its whole window again.
-#[server(prefix = "/api/fn", endpoint = "timeline_runs")]
+#[server(prefix = "/api/fn", endpoint = "timeline_runs", output = crate::api::JsonAnswer)]
 pub async fn get_timeline_runs(ids: Vec<i64>) -> Result<TimelineData, ServerFnError> {
     if ids.len() > lastword_core::TIMELINE_RUNS_CAP {
         return Err(super::ssr::bad_input(format!(

@@ -3,7 +3,7 @@
 use lastword_core::WorkerSummary;
 use leptos::prelude::*;
 
-#[server(prefix = "/api/fn", endpoint = "workers")]
+#[server(prefix = "/api/fn", endpoint = "workers", output = crate::api::JsonAnswer)]
 pub async fn get_workers(window: String) -> Result<Vec<WorkerSummary>, ServerFnError> {
     let age = lastword_core::query::parse_age(&window)
         .ok_or_else(|| super::ssr::bad_input(format!("window: {window:?} is not an age like 15m or 1h")))?;
