@@ -229,9 +229,22 @@ test("the timeline links each re-claim to the attempt before it, with an axis an
     await page.goto(`/timeline?minutes=${minutes}`);
     await hydrated(page);
     await expect(page.getByTestId("now-line")).toBeAttached();
-    const labels = await page.locator(".timeline .tick-label").allTextContents();
+    const labels = await page.locator(".timeline .tick-label:not(.cut)").allTextContents();
     expect(labels.length, `${minutes} min ticks`).toBeGreaterThanOrEqual(3);
     for (const l of labels) expect(l).toMatch(/^\d\d:\d\d(:\d\d)?$/);
+    // Every label shown is whole: none slid under the "now" label or off the plot's left edge
+    // (read in one go, since live the axis moves under the clock).
+    const cutLabels = await page.locator(".timeline svg").evaluate((svg) => {
+      const mask = svg.querySelector(".now-mask")!.getBoundingClientRect();
+      // The plot's left edge, from its clip rectangle in the chart's user units.
+      const ctm = (svg as SVGSVGElement).getScreenCTM()!;
+      const plotLeft = ctm.a * Number(svg.querySelector("#timeline-plot rect")!.getAttribute("x")) + ctm.e;
+      return [...svg.querySelectorAll(".tick-label:not(.cut)")]
+        .map((e) => [e.textContent, e.getBoundingClientRect()] as const)
+        .filter(([, r]) => r.right > mask.left + 0.5 || r.left < plotLeft - 0.5)
+        .map(([t]) => t);
+    });
+    expect(cutLabels, `${minutes} min: labels cut by "now" or the left edge`).toEqual([]);
     const boxes = await page.locator(".timeline [data-glyph]").evaluateAll((els) =>
       els.map((e) => {
         const r = e.getBoundingClientRect();

@@ -28,6 +28,20 @@ function frameTimes(page: Page, ms: number): Promise<number[]> {
 }
 
 
+/** Writes a finished, acted run by `worker` now, into the fixture database the server reads. */
+function writeActedRun(worker: string) {
+  execFileSync("sqlite3", [
+    process.env.E2E_SCALE_DB!,
+    `INSERT INTO tasks (kind, source, safety, status, lease_epoch, attempts, created_at, updated_at)
+       VALUES ('reply', 'notification', 'idempotent', 'completed', 1, 1,
+               strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'), strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'));
+     INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at, finished_at, output, completion_rows)
+       VALUES (last_insert_rowid(), '${worker}', 1, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '-1 seconds'),
+               strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '+29 seconds'),
+               strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'), 'acted: replied', 1);`,
+  ]);
+}
+
 test("a task re-claimed twice across three workers is drawn as two links with their reasons", { tag: "@sqlite-fixture" }, async ({ page }) => {
   await page.goto(`${scaleURL}/timeline?minutes=15&lanes=400&order=name`);
   await hydrated(page);
@@ -77,17 +91,24 @@ test("a task re-claimed twice across three workers is drawn as two links with th
   await page.locator('.timeline a.bar-link[data-run="900002"]').hover();
   await expect(page.getByTestId("timeline-detail")).toContainText("task #900001");
   const drawnAt = await page.getByTestId("timeline").getAttribute("data-now");
-  execFileSync("sqlite3", [
-    process.env.E2E_SCALE_DB!,
-    `INSERT INTO tasks (kind, source, safety, status, lease_epoch, attempts, created_at, updated_at)
-       VALUES ('reply', 'notification', 'idempotent', 'completed', 1, 1,
-               strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'), strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'));
-     INSERT INTO runs (task_id, worker, lease_epoch, claimed_at, lease_expires_at, finished_at, output, completion_rows)
-       VALUES (last_insert_rowid(), 'worker-c', 1, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '-1 seconds'),
-               strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '+29 seconds'),
-               strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'), 'acted: replied', 1);`,
-  ]);
+  writeActedRun("worker-c");
   await expect(page.getByTestId("timeline")).not.toHaveAttribute("data-now", drawnAt!, { timeout: 20_000 });
+  expect(await litRuns()).toEqual(["900001", "900002", "900003"]);
+
+  // Under keyboard focus, the same through a redraw of the focused bar's own lane: the bar is
+  // a new element then, and focus moves to it (not to the page), so the task stays lit and Tab
+  // goes on from where it was.
+  await page.mouse.move(0, 0);
+  await page.evaluate(() => (document.activeElement as SVGElement | null)?.blur());
+  await expect(page.locator(".timeline svg")).not.toHaveClass(/focusing/);
+  const focused = page.locator('.timeline a.bar-link[data-run="900002"]');
+  await focused.focus();
+  await focused.evaluate((e) => e.setAttribute("data-probe", "before the redraw"));
+  writeActedRun("worker-b");
+  await expect(page.locator(".timeline a.bar-link[data-probe]"), "worker-b's lane redrawn").toHaveCount(0, { timeout: 20_000 });
+  await expect.poll(() => page.evaluate(() => document.activeElement?.getAttribute("data-run"))).toBe("900002");
+  await expect(page.locator(".timeline svg")).toHaveClass(/focusing/);
+  await expect(page.getByTestId("timeline-detail")).toContainText("task #900001");
   expect(await litRuns()).toEqual(["900001", "900002", "900003"]);
 });
 

@@ -35,6 +35,8 @@ const DEFAULT_LANES: usize = 40;
 const ALL_LANES: usize = 10_000;
 /// Half the width of a tick label (`17:48:20` at 11 px), for keeping labels whole.
 const TICK_LABEL_HALF: f64 = 24.0;
+/// How far left of the "now" line its label's backing covers the axis.
+const NOW_MASK_W: f64 = 26.0;
 /// A drag shorter than this (user units) is a click, not a zoom.
 const MIN_BRUSH: f64 = 6.0;
 
@@ -691,6 +693,74 @@ fn follow_the_screen(
     }
 }
 
+/// Keyboard focus on a bar outlives the bar. A live merge redraws the lanes it changed, and a
+/// redrawn bar is a new element: focus would drop to the page and the task's highlight go out
+/// under a keyboard user's hands about once a second with a fleet running. So the bar holding
+/// focus is remembered, and when it leaves the page the same run's new bar takes focus.
+#[derive(Clone, Copy)]
+struct FocusKeeper {
+    chart: NodeRef<leptos::svg::Svg>,
+    #[cfg(feature = "hydrate")]
+    bar: StoredValue<Option<web_sys::Element>, LocalStorage>,
+}
+
+impl FocusKeeper {
+    fn new(chart: NodeRef<leptos::svg::Svg>) -> Self {
+        FocusKeeper {
+            chart,
+            #[cfg(feature = "hydrate")]
+            bar: StoredValue::new_local(None),
+        }
+    }
+
+    /// Focus entered the chart (`focusin`): remembers the bar it landed on, if any.
+    fn took(&self, ev: &leptos::ev::FocusEvent) {
+        #[cfg(not(feature = "hydrate"))]
+        let _ = ev;
+        #[cfg(feature = "hydrate")]
+        {
+            use wasm_bindgen::JsCast;
+            let bar = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok());
+            self.bar.set_value(bar.and_then(|el| el.closest("a.bar-link").ok().flatten()));
+        }
+    }
+
+    /// After focus left a bar (`focusout`) or lanes were redrawn, one frame later (the redraw is
+    /// in the page by then): the bar still has focus, or it was redrawn and focus fell to the
+    /// page (the same run's new bar takes it), or focus moved away on purpose, or the run is no
+    /// longer drawn as a bar: then `release`.
+    fn settle(self, release: impl FnOnce() + 'static) {
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (self.chart, release);
+        #[cfg(feature = "hydrate")]
+        request_animation_frame(move || {
+            use wasm_bindgen::JsCast;
+            let Some(held) = self.bar.get_value() else { return };
+            let active = document().active_element();
+            if active.as_ref() == Some(&held) {
+                return;
+            }
+            let fell_to_page = active.is_none_or(|a| a.tag_name().eq_ignore_ascii_case("body"));
+            let successor = (fell_to_page && !held.is_connected())
+                .then(|| {
+                    let run = held.get_attribute("data-run")?;
+                    let svg = self.chart.get_untracked()?;
+                    svg.query_selector(&format!("a.bar-link[data-run=\"{run}\"]")).ok()?
+                })
+                .flatten()
+                .and_then(|el| el.dyn_into::<web_sys::SvgElement>().ok());
+            match successor {
+                // Its `focusin` remembers it and keeps the task lit.
+                Some(bar) => _ = bar.focus(),
+                None => {
+                    self.bar.set_value(None);
+                    release();
+                }
+            }
+        });
+    }
+}
+
 /// A pointer's x in the chart's user units (the SVG scales with the page).
 #[cfg(feature = "hydrate")]
 fn user_x(ev: &leptos::ev::MouseEvent, width: f64) -> Option<f64> {
@@ -780,6 +850,9 @@ impl Chart {
         let Chart { shown, query, anchor, picture, fixed, now, held, utc, hot, drag } = self;
         let g = Geometry::default();
         let (x0, x1) = g.plot();
+        // Live, "now" is the right edge; a zoom shows it only if the stretch reaches it. Its line,
+        // the mask over the axis and the tick labels kept clear of it all follow this one rule.
+        let now_shown = move |now_x: f64| now_x >= x0 && now_x <= x1 + 0.5;
         let (minutes, lanes_by) = query.with_value(|q| (q.minutes, q.by.as_str()));
         let answer_now = Memo::new(move |_| picture.with(|p| p.0.now));
         let rows = Memo::new(move |_| picture.with(|p| p.0.rows.clone()));
@@ -858,15 +931,30 @@ impl Chart {
             };
             let offset = offset.unwrap_or_else(|| chrono::FixedOffset::east_opt(0).expect("zero offset"));
             let height = height();
+            // Labels are shown whole or not at all: one sliding (live) under the "now" label's
+            // backing or off the plot's left edge is hidden, not cut (`07:34:0` in a screenshot).
+            let now_x = a.scale.x(a.now);
+            let label_room = if now_shown(now_x) { now_x - NOW_MASK_W } else { f64::INFINITY };
             layout::ticks(&tick_scale, &g, offset)
                 .into_iter()
                 // A label centred this close to the plot's left edge would be cut in half.
                 .filter(|t| t.x >= x0 + TICK_LABEL_HALF)
                 .map(|t| {
+                    let at_x = t.x;
+                    let cut = move || {
+                        let x = at_x + shift();
+                        x - TICK_LABEL_HALF < x0 || x + TICK_LABEL_HALF > label_room
+                    };
                     view! {
                         <g class="tick" data-at=t.at.to_rfc3339()>
                             <line class="tick-line" x1=t.x x2=t.x y1=g.axis_h - 4.0 y2=height />
-                            <text class="tick-label" x=t.x y=g.axis_h - 7.0 text-anchor="middle">
+                            <text
+                                class="tick-label"
+                                class:cut=cut
+                                x=t.x
+                                y=g.axis_h - 7.0
+                                text-anchor="middle"
+                            >
                                 {t.label}
                             </text>
                         </g>
@@ -911,6 +999,12 @@ impl Chart {
         let on_screen = RwSignal::new(0..picture.with_untracked(|p| p.0.lanes.len()).min(DEFAULT_LANES));
         let chart = NodeRef::<leptos::svg::Svg>::new();
         follow_the_screen(chart, on_screen, rows);
+        let keeper = FocusKeeper::new(chart);
+        // Some browsers drop focus from a removed element without a `focusout`.
+        Effect::new(move |_| {
+            picture.track();
+            keeper.settle(move || point_at(None));
+        });
         // Each lane's marks, drawn only while the lane is on screen (200 lanes of a big fleet
         // cost what the 20 in view cost), keyed by what they draw: a live answer redraws only
         // the lanes it changed.
@@ -1050,11 +1144,10 @@ impl Chart {
                 }
             })
         };
-        // Live, now is the right edge; a zoom shows it only if the stretch reaches it.
         let now_mark = move || {
             let a = anchor.get();
             let now_x = a.scale.x(a.now);
-            (now_x >= x0 && now_x <= x1 + 0.5).then(|| {
+            now_shown(now_x).then(|| {
                 view! {
                     <line
                         class="now-line"
@@ -1067,9 +1160,9 @@ impl Chart {
                     // Over the axis: a tick label sliding under "now" is masked, not overprinted.
                     <rect
                         class="now-mask"
-                        x=now_x - 26.0
+                        x=now_x - NOW_MASK_W
                         y=0
-                        width=26.0 + g.right_pad
+                        width=NOW_MASK_W + g.right_pad
                         height=g.axis_h - 3.0
                     />
                     <text class="now-label" x=now_x + 3.0 y=g.axis_h - 7.0>
@@ -1117,8 +1210,11 @@ impl Chart {
                     class:focusing=move || hot.get().is_some()
                     on:mouseover=move |ev| point_at(run_under(&ev))
                     on:mouseleave=move |_| point_at(None)
-                    on:focusin=move |ev| point_at(run_under(&ev))
-                    on:focusout=move |_| point_at(None)
+                    on:focusin=move |ev| {
+                        keeper.took(&ev);
+                        point_at(run_under(&ev));
+                    }
+                    on:focusout=move |_| keeper.settle(move || point_at(None))
                     on:mousedown=start_drag
                     on:mousemove=move |ev| {
                         if let (Some((a, _)), Some(x)) = (drag.get_untracked(), user_x(&ev, g.width)) {
