@@ -146,37 +146,88 @@ pub async fn measure_hot_reads(
     Ok(out)
 }
 
-/// The first visit's /pkg files (wasm, js, css) as the page HTML names them.
+/// What a first visit downloads besides the page: the /pkg files (wasm, js, css) its HTML
+/// names. The bundle is split per page (`cargo leptos build --split`), so that is the shell's
+/// wasm, js and css, the chunk loader, and the opened page's wasm chunks, which the server
+/// names as preloads. Measured for every page, since an alert's link opens any of them.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PageWeight {
+    /// The overview's (`/`) files, as the browser gets them: (path, bytes, encoding).
     pub files: Vec<(String, usize, Option<String>)>,
+    /// The overview's first visit, on the wire.
     pub total_bytes: usize,
     /// The same files without compression, for comparison.
     pub uncompressed_bytes: usize,
+    /// Every page's first visit, the overview first.
+    pub pages: Vec<FirstVisit>,
     /// The timeline page (15 minutes) HTML without compression.
     pub timeline_html_bytes: usize,
 }
 
-pub async fn page_weight(client: &Client) -> anyhow::Result<PageWeight> {
-    let page = client.get("/", false).await?;
-    let html = String::from_utf8_lossy(&page.body).to_string();
-    let files = pkg_files(&html);
-    anyhow::ensure!(!files.is_empty(), "the overview page references no /pkg files");
-    let mut out = Vec::new();
-    let mut uncompressed = 0;
-    for f in &files {
-        let wire = client.get(f, true).await?;
-        uncompressed += client.get(f, false).await?.bytes;
-        println!(
-            "pkg  {f:<40} {:>9.1} KB {}",
-            wire.bytes as f64 / 1024.0,
-            wire.encoding.as_deref().unwrap_or("identity")
-        );
-        out.push((f.clone(), wire.bytes, wire.encoding));
+/// One page's first visit: how many /pkg files and bytes its HTML makes the browser fetch.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FirstVisit {
+    pub page: String,
+    pub files: usize,
+    pub bytes: usize,
+    pub uncompressed_bytes: usize,
+}
+
+impl PageWeight {
+    /// The heaviest page's first visit.
+    pub fn heaviest(&self) -> Option<&FirstVisit> {
+        self.pages.iter().max_by_key(|p| p.bytes)
     }
-    let total_bytes = out.iter().map(|(_, b, _)| b).sum();
+}
+
+pub async fn page_weight(client: &Client, task: i64) -> anyhow::Result<PageWeight> {
+    let pages = [
+        "/".to_string(),
+        "/failures".to_string(),
+        "/timeline?minutes=15".to_string(),
+        format!("/tasks/{task}"),
+        "/workers".to_string(),
+        "/leases".to_string(),
+        "/audit".to_string(),
+    ];
+    let mut visits = Vec::new();
+    let mut overview_files = Vec::new();
+    for page in pages {
+        let html = client.get(&page, false).await?;
+        let files = pkg_files(&String::from_utf8_lossy(&html.body));
+        anyhow::ensure!(!files.is_empty(), "{page} references no /pkg files");
+        // Each page is a lazy route: its HTML names its wasm chunks. None means the server binary
+        // and the site come from different builds (a chunk's name is derived from where its route
+        // is declared), and the count would leave out what the browser then fetches on demand.
+        anyhow::ensure!(
+            files.iter().any(|f| f.ends_with(".wasm") && !f.trim_start_matches("/pkg/").starts_with("lastword")),
+            "{page} names no wasm chunk of its own: are the server binary and the site from the same `cargo leptos build --split`?"
+        );
+        let (mut bytes, mut uncompressed) = (0, 0);
+        for f in &files {
+            let wire = client.get(f, true).await?;
+            uncompressed += client.get(f, false).await?.bytes;
+            bytes += wire.bytes;
+            if visits.is_empty() {
+                println!(
+                    "pkg  {f:<40} {:>9.1} KB {}",
+                    wire.bytes as f64 / 1024.0,
+                    wire.encoding.as_deref().unwrap_or("identity")
+                );
+                overview_files.push((f.clone(), wire.bytes, wire.encoding));
+            }
+        }
+        println!("first visit {page:<24} {:>3} files {:>9.1} KB", files.len(), bytes as f64 / 1024.0);
+        visits.push(FirstVisit { page, files: files.len(), bytes, uncompressed_bytes: uncompressed });
+    }
     let timeline_html_bytes = client.get("/timeline?minutes=15", false).await?.bytes;
-    Ok(PageWeight { files: out, total_bytes, uncompressed_bytes: uncompressed, timeline_html_bytes })
+    Ok(PageWeight {
+        files: overview_files,
+        total_bytes: visits[0].bytes,
+        uncompressed_bytes: visits[0].uncompressed_bytes,
+        pages: visits,
+        timeline_html_bytes,
+    })
 }
 
 /// `/pkg/…{.wasm,.js,.css}` references in a page, in order, without duplicates. The wasm may

@@ -89,7 +89,7 @@ async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report:
         results.sql_floor = explain::measure_floor(&like_store, args.requests).await?;
         results.explain = explain::explain_hot_queries(&like_store, &loaded).await?;
         if !args.no_page_weight {
-            results.page_weight = Some(http::page_weight(&http).await?);
+            results.page_weight = Some(http::page_weight(&http, loaded.task_50).await?);
         }
         results.live = Some(live::measure_latency(&http, &pool, &loaded, args.live_samples).await?);
         results.db_load = Some(
