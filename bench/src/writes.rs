@@ -10,9 +10,10 @@
 //! - **without**: every user trigger on the contract tables disabled and no server.
 //!
 //! The phases alternate (installed/triggers only/without, then the reverse, …) so drift in the
-//! machine's load, which other builds share, falls on every side. The ratio per loop is its
-//! throughput installed ÷ without over all alternations; the overall figure is their
-//! geometric mean. The same for triggers only ÷ without says how much of the cost is the
+//! machine's load, which other builds share, falls on every side, and each timed loop starts
+//! right after a CHECKPOINT, so no phase pays for a checkpoint the others escaped. The ratio per
+//! loop is its median throughput installed ÷ its median without, over the alternations; the
+//! overall figure is their geometric mean. The same for triggers only ÷ without says how much of the cost is the
 //! triggers' and how much the running server's.
 //!
 //! The server's share is the work it does for what the runner writes (following `change_log`,
@@ -133,6 +134,12 @@ pub async fn measure(
                 mode = want;
             }
             for lp in [Loop::Heartbeat, Loop::Claim, Loop::Finish] {
+                // Every timed loop starts right after a checkpoint of its own. Otherwise a
+                // checkpoint (every 5 min by default, spread over 4.5 of them) lands on whichever
+                // phases it happens to, and the first write to each page after it logs the whole
+                // page: measured, one alternation's three modes ran at a third of the next one's
+                // speed. After CHECKPOINT every phase pays the same full-page writes.
+                pool.execute("CHECKPOINT").await.context("CHECKPOINT before a write loop")?;
                 let (transactions, took) = run_loop(&writers, lp, &pools, secs).await?;
                 let s = Sample {
                     alternation,
@@ -158,12 +165,12 @@ pub async fn measure(
     }
     writers.close().await;
     release(url).await.context("releasing the write-loop leases")?;
+    // A loop's rate in a mode is the median over the alternations: one phase that a burst of
+    // other work on the machine slowed does not move it, as it would a sum.
     let rate = |lp: Loop, mode: Mode| {
-        let (tx, secs) = samples
-            .iter()
-            .filter(|s| s.lp == lp && s.mode == mode)
-            .fold((0u64, 0f64), |(t, d), s| (t + s.transactions, d + s.secs));
-        tx as f64 / secs.max(1e-9)
+        let mut rates: Vec<f64> =
+            samples.iter().filter(|s| s.lp == lp && s.mode == mode).map(|s| s.tx_per_s).collect();
+        crate::stats::Summary::of_ms(&mut rates).p50_ms
     };
     let loops: Vec<(Loop, f64, f64, f64)> = [Loop::Heartbeat, Loop::Claim, Loop::Finish]
         .into_iter()
