@@ -577,6 +577,7 @@ pub fn markdown(r: &Results, v: &Value) -> String {
             "\n## Runner write throughput ({} clients, {} leased tasks)\n",
             w.clients, w.leased_tasks
         );
+        let _ = writeln!(s, "{WRITES_METHOD}\n");
         let _ = writeln!(
             s,
             "| loop | installed tx/s | triggers only tx/s | without tx/s | installed ÷ without | triggers only ÷ without |\n|---|---|---|---|---|---|"
@@ -725,6 +726,14 @@ pub fn write(args: &Args, r: &Results) -> anyhow::Result<()> {
     println!("wrote {}, {}, {}", md.display(), json_path.display(), explain_path.display());
     Ok(())
 }
+
+/// How the runner write figures were taken, said beside them (bench/src/writes.rs).
+const WRITES_METHOD: &str =
+    "The runner's own statements in three loops, timed in alternating phases (installed: \
+triggers and a running server with an open event stream; triggers only; without: user triggers \
+disabled, no server). Each timed loop starts right after a `CHECKPOINT`, so no phase pays for a \
+checkpoint the others escaped; a loop's rate per mode is its median over the alternations \
+(nearest rank).";
 
 #[cfg(test)]
 mod tests {
