@@ -139,6 +139,13 @@ pub async fn measure(
                 // phases it happens to, and the first write to each page after it logs the whole
                 // page: measured, one alternation's three modes ran at a third of the next one's
                 // speed. After CHECKPOINT every phase pays the same full-page writes.
+                if lp == Loop::Finish {
+                    let setup = setup_pool(url).await?;
+                    top_up_finish(&setup, &pools, FINISH_PER_SEC * args.write_secs as usize)
+                        .await
+                        .context("leasing tasks for a finish phase")?;
+                    setup.close().await;
+                }
                 pool.execute("CHECKPOINT").await.context("CHECKPOINT before a write loop")?;
                 let (transactions, took) = run_loop(&writers, lp, &pools, secs).await?;
                 let s = Sample {
@@ -208,7 +215,6 @@ fn geometric_mean(xs: impl ExactSizeIterator<Item = f64>) -> f64 {
 /// up the experiment is not part of it.
 async fn prepare(url: &str, clients: usize, leased: usize, queued: usize) -> anyhow::Result<Pools> {
     let setup = setup_pool(url).await?;
-    let mut tx = setup.begin().await?;
     // Enough queued tasks for the claim loops (a reused database had some claimed already),
     // written first: the claim takes the lowest claimable id, and queued tasks behind tens of
     // thousands of held leases would measure a walk past them (a fleet holds one per worker).
@@ -218,18 +224,37 @@ async fn prepare(url: &str, clients: usize, leased: usize, queued: usize) -> any
          FROM generate_series(1, GREATEST(0, $1 - (SELECT count(*) FROM tasks WHERE status = 'queued')))",
     )
     .bind(queued as i64)
-    .execute(&mut *tx)
+    .execute(&setup)
     .await?;
+    let mut pools = Pools {
+        heartbeat: vec![Vec::new(); clients],
+        finish: (0..clients).map(|_| Arc::new(Mutex::new(VecDeque::new()))).collect(),
+    };
+    let heartbeat = lease(&setup, "bench-heartbeat-", clients, leased / 2).await?;
+    for (client, leases) in heartbeat.into_iter().enumerate() {
+        pools.heartbeat[client] = leases;
+    }
+    top_up_finish(&setup, &pools, leased - leased / 2).await?;
+    sqlx::raw_sql("ANALYZE tasks, runs").execute(&setup).await?;
+    setup.close().await;
+    println!("writes: leased {leased} tasks for {clients} clients");
+    Ok(pools)
+}
+
+/// Leases `n` fresh tasks, each with a running run, to owners `{prefix}1` … `{prefix}{clients}`
+/// in turn; the leases per client.
+async fn lease(setup: &PgPool, prefix: &str, clients: usize, n: usize) -> anyhow::Result<Vec<Vec<Lease>>> {
+    let mut tx = setup.begin().await?;
     let owners: Vec<(i64, String)> = sqlx::query_as(
         "INSERT INTO tasks (kind, source, safety, status, payload, owner, lease_epoch, lease_expires_at, attempts, \
            max_attempts, created_at, updated_at) \
          SELECT 'send_digest', 'tick', 'idempotent', 'leased', '{\"bench\": \"write-loop\"}'::jsonb, \
-           CASE WHEN g % 2 = 0 THEN 'bench-heartbeat-' ELSE 'bench-finish-' END || (g / 2 % $2 + 1), \
-           1, now() + interval '1 day', 1, 3, now(), now() \
+           $3 || (g % $2 + 1), 1, now() + interval '1 day', 1, 3, now(), now() \
          FROM generate_series(0, $1 - 1) g RETURNING id, owner",
     )
-    .bind(leased as i64)
+    .bind(n as i64)
     .bind(clients as i64)
+    .bind(prefix)
     .fetch_all(&mut *tx)
     .await?;
     let ids: Vec<i64> = owners.iter().map(|(id, _)| *id).collect();
@@ -242,29 +267,36 @@ async fn prepare(url: &str, clients: usize, leased: usize, queued: usize) -> any
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
-    sqlx::raw_sql("ANALYZE tasks, runs").execute(&setup).await?;
-    setup.close().await;
     anyhow::ensure!(
         runs.len() == owners.len(),
         "leased {} tasks but wrote {} runs",
         owners.len(),
         runs.len()
     );
-    let mut pools = Pools {
-        heartbeat: vec![Vec::new(); clients],
-        finish: (0..clients).map(|_| Arc::new(Mutex::new(VecDeque::new()))).collect(),
-    };
+    let mut per_client = vec![Vec::new(); clients];
     for (run_id, task_id, owner) in runs {
         let client = owner.rsplit('-').next().and_then(|n| n.parse::<usize>().ok()).unwrap_or(1) - 1;
-        let lease = Lease { task_id, run_id, epoch: 1, owner: owner.clone() };
-        if owner.starts_with("bench-heartbeat-") {
-            pools.heartbeat[client % clients].push(lease);
-        } else if let Ok(mut q) = pools.finish[client % clients].lock() {
-            q.push_back(lease);
+        per_client[client % clients].push(Lease { task_id, run_id, epoch: 1, owner });
+    }
+    Ok(per_client)
+}
+
+/// Gives the finish loops at least `total` leases between them before a finish phase, so that
+/// every finish phase runs its whole time. The claims alone refill a few seconds' worth, so
+/// before this only the first finish phase ran 10 s and the others 2 s, on fewer rows.
+async fn top_up_finish(setup: &PgPool, pools: &Pools, total: usize) -> anyhow::Result<()> {
+    let clients = pools.finish.len();
+    let held: usize = pools.finish.iter().map(|q| q.lock().map(|q| q.len()).unwrap_or(0)).sum();
+    if held >= total {
+        return Ok(());
+    }
+    let fresh = lease(setup, "bench-finish-", clients, total - held).await?;
+    for (queue, leases) in pools.finish.iter().zip(fresh) {
+        if let Ok(mut q) = queue.lock() {
+            q.extend(leases);
         }
     }
-    println!("writes: leased {} tasks for {clients} clients", owners.len());
-    Ok(pools)
+    Ok(())
 }
 
 /// Removes what the write loops wrote (triggers off): their runs, the tasks they leased, and
@@ -355,6 +387,10 @@ async fn caught_up(pool: &PgPool) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Leases a finish phase is given per second of it: more than the fastest finish loop measured
+/// (5 355 tx/s, BENCHMARKS.md of 31e9722).
+const FINISH_PER_SEC: usize = 8_000;
 
 /// How long [`caught_up`] waits at the most (a refresh every 2 s follows 20 000 changes).
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(60);
