@@ -731,9 +731,9 @@ pub fn write(args: &Args, r: &Results) -> anyhow::Result<()> {
 const WRITES_METHOD: &str =
     "The runner's own statements in three loops, timed in alternating phases (installed: \
 triggers and a running server with an open event stream; triggers only; without: user triggers \
-disabled, no server). Each timed loop starts right after a `CHECKPOINT`, so no phase pays for a \
-checkpoint the others escaped; a loop's rate per mode is its median over the alternations \
-(nearest rank).";
+disabled, no server). Every phase starts from the same state: right after a `CHECKPOINT`, a \
+claim phase after `VACUUM tasks`, a finish phase with leases for its whole time. A loop's rate \
+per mode is its median over the alternations (nearest rank).";
 
 #[cfg(test)]
 mod tests {

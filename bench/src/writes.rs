@@ -10,11 +10,11 @@
 //! - **without**: every user trigger on the contract tables disabled and no server.
 //!
 //! The phases alternate (installed/triggers only/without, then the reverse, …) so drift in the
-//! machine's load, which other builds share, falls on every side, and each timed loop starts
-//! right after a CHECKPOINT, so no phase pays for a checkpoint the others escaped. The ratio per
-//! loop is its median throughput installed ÷ its median without, over the alternations; the
-//! overall figure is their geometric mean. The same for triggers only ÷ without says how much of the cost is the
-//! triggers' and how much the running server's.
+//! machine's load, which other builds share, falls on every side, and every phase starts from
+//! the same state ([`prepare_phase`]). The ratio per loop is its median throughput installed ÷
+//! its median without, over the alternations; the overall figure is their geometric mean. The
+//! same for triggers only ÷ without says how much of the cost is the triggers' and how much the
+//! running server's.
 //!
 //! The server's share is the work it does for what the runner writes (following `change_log`,
 //! recounting the rollups those changes touched). Inside the installed phase that work spills
@@ -113,6 +113,7 @@ pub async fn measure(
     let queued = leased.max(2_500 * args.write_secs as usize * 3 * args.alternations);
     let pools = prepare(url, clients, leased, queued).await.context("leasing the write-loop tasks")?;
     let writers = crate::db::connect(url, clients as u32).await?;
+    let setup = setup_pool(url).await?;
     let secs = Duration::from_secs(args.write_secs);
     let mut mode = Mode::Installed;
     let mut stream = open_stream(http).await?;
@@ -134,29 +135,7 @@ pub async fn measure(
                 mode = want;
             }
             for lp in [Loop::Heartbeat, Loop::Claim, Loop::Finish] {
-                // Every timed loop starts right after a checkpoint of its own. Otherwise a
-                // checkpoint (every 5 min by default, spread over 4.5 of them) lands on whichever
-                // phases it happens to, and the first write to each page after it logs the whole
-                // page: measured, one alternation's three modes ran at a third of the next one's
-                // speed. After CHECKPOINT every phase pays the same full-page writes.
-                if lp == Loop::Finish {
-                    let setup = setup_pool(url).await?;
-                    top_up_finish(&setup, &pools, FINISH_PER_SEC * args.write_secs as usize)
-                        .await
-                        .context("leasing tasks for a finish phase")?;
-                    setup.close().await;
-                }
-                if lp == Loop::Claim {
-                    // Each claim phase leaves its claimed tasks as dead entries in the claimable
-                    // index, which the next phase's candidate query walks past until a vacuum
-                    // (autovacuum's, at a moment of its own) removes them: measured, claim
-                    // phases of one mode ran from 304 to 945 tx/s. Every claim phase starts clean.
-                    sqlx::raw_sql("VACUUM tasks")
-                        .execute(pool)
-                        .await
-                        .context("VACUUM before a claim loop")?;
-                }
-                pool.execute("CHECKPOINT").await.context("CHECKPOINT before a write loop")?;
+                prepare_phase(pool, &setup, lp, &pools, args).await?;
                 let (transactions, took) = run_loop(&writers, lp, &pools, secs).await?;
                 let s = Sample {
                     alternation,
@@ -181,6 +160,7 @@ pub async fn measure(
         switch(pool, server, mode, Mode::Installed).await?;
     }
     writers.close().await;
+    setup.close().await;
     release(url).await.context("releasing the write-loop leases")?;
     // A loop's rate in a mode is the median over the alternations: one phase that a burst of
     // other work on the machine slowed does not move it, as it would a sum.
@@ -291,9 +271,7 @@ async fn lease(setup: &PgPool, prefix: &str, clients: usize, n: usize) -> anyhow
     Ok(per_client)
 }
 
-/// Gives the finish loops at least `total` leases between them before a finish phase, so that
-/// every finish phase runs its whole time. The claims alone refill a few seconds' worth, so
-/// before this only the first finish phase ran 10 s and the others 2 s, on fewer rows.
+/// Gives the finish loops at least `total` leases between them.
 async fn top_up_finish(setup: &PgPool, pools: &Pools, total: usize) -> anyhow::Result<()> {
     let clients = pools.finish.len();
     let held: usize = pools.finish.iter().map(|q| q.lock().map(|q| q.len()).unwrap_or(0)).sum();
@@ -396,6 +374,37 @@ async fn caught_up(pool: &PgPool) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// What every timed loop starts from, so that phases of different modes start equal:
+/// - a finish phase holds enough leases for its whole time (the claims alone refill a few
+///   seconds' worth, so only the first finish phase ran 10 s and the others about 2 s);
+/// - a claim phase starts after `VACUUM tasks`: each claim phase leaves its claimed tasks as dead
+///   entries in the claimable index for the next phase's candidate query to walk past until
+///   autovacuum, at a moment of its own, removes them (claim phases of one mode ran from 304 to
+///   945 tx/s at full scale);
+/// - every loop starts right after a `CHECKPOINT`: otherwise a checkpoint (every 5 min by
+///   default, spread over 4.5 of them) lands on whichever phases it happens to, and the first
+///   write to each page after it logs the whole page (one alternation's three modes ran at a
+///   third of the next one's speed).
+async fn prepare_phase(
+    pool: &PgPool,
+    setup: &PgPool,
+    lp: Loop,
+    pools: &Pools,
+    args: &Args,
+) -> anyhow::Result<()> {
+    match lp {
+        Loop::Finish => top_up_finish(setup, pools, FINISH_PER_SEC * args.write_secs as usize)
+            .await
+            .context("leasing tasks for a finish phase")?,
+        Loop::Claim => {
+            sqlx::raw_sql("VACUUM tasks").execute(pool).await.context("VACUUM before a claim loop")?;
+        }
+        Loop::Heartbeat => {}
+    }
+    pool.execute("CHECKPOINT").await.context("CHECKPOINT before a write loop")?;
+    Ok(())
 }
 
 /// Leases a finish phase is given per second of it: more than the fastest finish loop measured
