@@ -379,10 +379,10 @@ async fn caught_up(pool: &PgPool) -> anyhow::Result<()> {
 /// What every timed loop starts from, so that phases of different modes start equal:
 /// - a finish phase holds enough leases for its whole time (the claims alone refill a few
 ///   seconds' worth, so only the first finish phase ran 10 s and the others about 2 s);
-/// - a claim phase starts after `VACUUM tasks`: each claim phase leaves its claimed tasks as dead
-///   entries in the claimable index for the next phase's candidate query to walk past until
-///   autovacuum, at a moment of its own, removes them (claim phases of one mode ran from 304 to
-///   945 tx/s at full scale);
+/// - a claim phase starts with no task leased by an earlier claim phase ([`requeue_claimed`]),
+///   then `VACUUM tasks`: the claimable index's dead entries (tasks claimed and finished since
+///   the last vacuum) are otherwise walked past by every candidate query until autovacuum, at a
+///   moment of its own, removes them;
 /// - every loop starts right after a `CHECKPOINT`: otherwise a checkpoint (every 5 min by
 ///   default, spread over 4.5 of them) lands on whichever phases it happens to, and the first
 ///   write to each page after it logs the whole page (one alternation's three modes ran at a
@@ -399,6 +399,7 @@ async fn prepare_phase(
             .await
             .context("leasing tasks for a finish phase")?,
         Loop::Claim => {
+            requeue_claimed(setup, pools).await.context("re-queueing the last claim phase's tasks")?;
             sqlx::raw_sql("VACUUM tasks").execute(pool).await.context("VACUUM before a claim loop")?;
         }
         Loop::Heartbeat => {}
@@ -406,6 +407,34 @@ async fn prepare_phase(
     pool.execute("CHECKPOINT").await.context("CHECKPOINT before a write loop")?;
     Ok(())
 }
+
+/// Puts the tasks that earlier claim phases took, and no finish phase has finished, back in the
+/// queue (triggers off), and takes their leases out of the finish pools.
+///
+/// Why: a claim takes the lowest claimable id, and a task it leased stays in the claimable index
+/// (status `leased`) ahead of every queued one until it is finished. The finish loops take the
+/// oldest leases first, so how many of those a claim phase had to walk past depended on how far
+/// the finish phases before it had got: thousands more in one phase than in the next (claim
+/// phases of one mode ran from 304 to 945 tx/s at full scale, 8d9f2d0). A fleet holds one
+/// lease per worker, not thousands.
+async fn requeue_claimed(setup: &PgPool, pools: &Pools) -> anyhow::Result<()> {
+    for queue in &pools.finish {
+        if let Ok(mut q) = queue.lock() {
+            q.retain(|l| !l.owner.starts_with(CLAIM_OWNER_PREFIX));
+        }
+    }
+    sqlx::query(
+        "UPDATE tasks SET status = 'queued', owner = NULL, lease_expires_at = NULL, attempts = 0 \
+         WHERE status = 'leased' AND owner LIKE $1 || '%'",
+    )
+    .bind(CLAIM_OWNER_PREFIX)
+    .execute(setup)
+    .await?;
+    Ok(())
+}
+
+/// The claim loops' worker names: `bench-claim-1`, … (released at the end like every `bench-` owner).
+const CLAIM_OWNER_PREFIX: &str = "bench-claim-";
 
 /// Leases a finish phase is given per second of it: more than the fastest finish loop measured
 /// (5 355 tx/s, BENCHMARKS.md of 31e9722).
@@ -443,7 +472,7 @@ async fn client_loop(
     deadline: Instant,
 ) -> anyhow::Result<u64> {
     let mut conn = writers.acquire().await?;
-    let worker = format!("bench-claim-{}", client + 1);
+    let worker = format!("{CLAIM_OWNER_PREFIX}{}", client + 1);
     let lease_len = chrono::Duration::hours(1);
     let mut done = 0u64;
     let mut i = 0usize;
