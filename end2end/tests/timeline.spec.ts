@@ -78,8 +78,25 @@ test("a task re-claimed twice across three workers is drawn as two links with th
   // Its lanes sort last by name: scrolled to, their marks are drawn.
   await page.locator('.timeline .swimlane[data-lane="worker-c"]').scrollIntoViewIfNeeded();
   await page.locator('.timeline a.bar-link[data-run="900002"]').focus();
-  await expect(page.getByTestId("timeline-detail")).toContainText("task #900001");
-  await expect(page.getByTestId("timeline-detail")).toContainText("lost lease");
+  // The keyboard's tooltip: task, kind, worker, epoch, state, times and the output's prefix.
+  const detail = page.getByTestId("timeline-detail");
+  for (const part of ["task #900001", "(charge_card)", "worker-b", "epoch 2", "lost lease", "“acted: charged card”"])
+    await expect(detail).toContainText(part);
+  await expect(detail).toContainText(/\d\d:\d\d:\d\d → \d\d:\d\d:\d\d \(68\.0 s\) UTC/);
+  // The lost lease and the re-claims carry their glyphs, and no two glyphs overlap.
+  await expect(page.locator('.timeline [data-glyph="lost_lease"][data-run="900002"]')).toBeAttached();
+  const glyphBoxes = await page.locator(".timeline [data-glyph]").evaluateAll((els) =>
+    els.map((e) => {
+      const r = e.getBoundingClientRect();
+      return [r.x, r.y, r.width, r.height];
+    }),
+  );
+  expect(glyphBoxes.length).toBeGreaterThan(0);
+  for (let i = 0; i < glyphBoxes.length; i++)
+    for (let j = i + 1; j < glyphBoxes.length; j++) {
+      const [a, b] = [glyphBoxes[i], glyphBoxes[j]];
+      expect(a[0] < b[0] + b[2] && b[0] < a[0] + a[2] && a[1] < b[1] + b[3] && b[1] < a[1] + a[3], `glyphs ${i} and ${j}`).toBe(false);
+    }
   const litRuns = () =>
     page
       .locator(".timeline a.bar-link")
@@ -110,6 +127,21 @@ test("a task re-claimed twice across three workers is drawn as two links with th
   await expect(page.locator(".timeline svg")).toHaveClass(/focusing/);
   await expect(page.getByTestId("timeline-detail")).toContainText("task #900001");
   expect(await litRuns()).toEqual(["900001", "900002", "900003"]);
+
+  // Tab moves on to the next bar, and the tooltip and the highlight follow it.
+  await page.keyboard.press("Tab");
+  const next = await page.evaluate(() => {
+    const a = document.activeElement;
+    return a?.matches("a.bar-link") ? [a.getAttribute("data-run"), a.getAttribute("data-task")] : null;
+  });
+  expect(next, "Tab lands on another bar").not.toBeNull();
+  expect(next![0]).not.toBe("900002");
+  await expect(page.getByTestId("timeline-detail")).toContainText(`task #${next![1]}`);
+  await expect
+    .poll(() =>
+      page.locator(`.timeline a.bar-link[data-run="${next![0]}"]`).evaluate((e) => getComputedStyle(e).opacity),
+    )
+    .toBe("1");
 });
 
 test("200 workers and 5 000 runs: lanes limited, only those on screen drawn, glyphs apart, render time measured", { tag: "@sqlite-fixture" }, async ({ page }) => {
@@ -277,4 +309,142 @@ test("the timeline's filters narrow lanes and runs by worker, kind and state, an
   const kinds = await page.locator(".timeline .swimlane").evaluateAll((els) => els.map((e) => e.getAttribute("data-lane")));
   expect(kinds).toEqual(["charge_card"]);
   await expect(page.locator('input[name="kind"]')).toHaveValue("charge");
+});
+
+/** Runs `sql` on the fixture database the scale server reads. */
+function fixtureSql(sql: string) {
+  execFileSync("sqlite3", [process.env.E2E_SCALE_DB!, sql]);
+}
+
+/** SQLite's spelling of the time `offset` (`'-30 seconds'`) from now, as the store writes times. */
+const at = (offset: string) => `strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '${offset}')`;
+
+/** Counts the page's reads of its whole window (`get_timeline`), apart from reads of changed runs. */
+function windowReads(page: Page): { n: number } {
+  const reads = { n: 0 };
+  page.on("request", (r) => {
+    if (new URL(r.url()).pathname === "/api/fn/timeline") reads.n++;
+  });
+  return reads;
+}
+
+test("live: a running bar grows, ends silent the moment its lease lapses, turns lost-lease when its rejected write lands, and lights with its task's merged attempt, without reading the window again", { tag: "@sqlite-fixture" }, async ({ page }) => {
+  test.setTimeout(90_000);
+  const reads = windowReads(page);
+  await page.goto(`${scaleURL}/timeline?minutes=5&worker=worker-live`);
+  await hydrated(page);
+  await expect(page.getByTestId("timeline-empty")).toBeVisible();
+  const readsAtStart = reads.n;
+
+  // Claimed 30 s ago under a lease that lapses in 12 s; no heartbeat comes.
+  const lapsesAt = Date.now() + 12_000;
+  fixtureSql(`INSERT INTO tasks (id, kind, source, safety, status, owner, lease_epoch, lease_expires_at, attempts, created_at, updated_at)
+      VALUES (960001, 'reply', 'notification', 'idempotent', 'leased', 'worker-live', 1, ${at("+12 seconds")}, 1, ${at("-30 seconds")}, ${at("-30 seconds")});
+    INSERT INTO runs (id, task_id, worker, lease_epoch, claimed_at, lease_expires_at)
+      VALUES (960001, 960001, 'worker-live', 1, ${at("-30 seconds")}, ${at("+12 seconds")});`);
+  const bar = page.locator('.timeline a.bar-link[data-run="960001"]');
+  await expect(bar, "the run appears, running").toHaveAttribute("data-state", "running", { timeout: 10_000 });
+  const width = async () => Number(await bar.locator("rect").getAttribute("width"));
+  const before = await width();
+  await page.waitForTimeout(1500);
+  expect(await width(), "a running bar grows with the clock").toBeGreaterThan(before);
+
+  // Silent the moment its lease lapses (the page's clock ticks once a second), and it stops there.
+  await expect(bar).toHaveAttribute("data-state", "silent", { timeout: 20_000 });
+  const late = Date.now() - lapsesAt;
+  expect(late, "turned silent before its lease lapsed").toBeGreaterThan(-1000);
+  expect(late, "turned silent long after its lease lapsed").toBeLessThan(4000);
+  const atLapse = await width();
+  await page.waitForTimeout(2000);
+  expect(await width(), "a silent bar ends at its lapse, it does not grow").toBeCloseTo(atLapse, 0);
+
+  // The worker's late write lands and matches nothing (another claim took the task): lost lease,
+  // with its glyph, as soon as the change arrives.
+  fixtureSql(`UPDATE runs SET finished_at = ${at("+0 seconds")}, output = 'acted: replied, too late', completion_rows = 0
+      WHERE id = 960001;`);
+  await expect(bar).toHaveAttribute("data-state", "lost_lease", { timeout: 10_000 });
+  await expect(page.locator('.timeline [data-glyph="lost_lease"][data-run="960001"]')).toBeAttached();
+
+  // The task's next attempt, half a second long (merged into the lane's density strip), and
+  // another task's, a minute earlier: pointing at the lost lease lights the cell holding its
+  // task's attempt and dims the other.
+  fixtureSql(`INSERT INTO runs (id, task_id, worker, lease_epoch, claimed_at, lease_expires_at, finished_at, output, completion_rows)
+      VALUES (960002, 960001, 'worker-live', 2, ${at("-2 seconds")}, ${at("+28 seconds")}, ${at("-1.5 seconds")}, 'no action needed', 1);
+    INSERT INTO tasks (id, kind, source, safety, status, lease_epoch, attempts, created_at, updated_at)
+      VALUES (960003, 'reply', 'notification', 'idempotent', 'completed', 1, 1, ${at("-60 seconds")}, ${at("-60 seconds")});
+    INSERT INTO runs (id, task_id, worker, lease_epoch, claimed_at, lease_expires_at, finished_at, output, completion_rows)
+      VALUES (960003, 960003, 'worker-live', 1, ${at("-60 seconds")}, ${at("-30 seconds")}, ${at("-59.5 seconds")}, 'skip', 1);`);
+  const ownCell = page.locator('.timeline rect.cell[data-tasks~="960001"]');
+  const otherCell = page.locator('.timeline rect.cell[data-tasks~="960003"]');
+  await expect(ownCell).toBeAttached({ timeout: 10_000 });
+  await expect(otherCell).toBeAttached();
+  await page.getByTestId("pause").click();
+  await bar.hover();
+  await expect(page.locator(".timeline svg")).toHaveClass(/focusing/);
+  await expect.poll(() => ownCell.evaluate((e) => getComputedStyle(e).opacity)).toBe("1");
+  await expect.poll(() => otherCell.evaluate((e) => getComputedStyle(e).opacity)).toBe("0.22");
+  expect(reads.n, "live changes were merged in: the window was not read again").toBe(readsAtStart);
+});
+
+test("paused, the timeline holds what arrives, says how much waits, and merges it in on Resume without reading the window again", { tag: "@sqlite-fixture" }, async ({ page }) => {
+  const reads = windowReads(page);
+  await page.goto(`${scaleURL}/timeline?minutes=5&worker=worker-paused`);
+  await hydrated(page);
+  await expect(page.getByTestId("timeline-empty")).toBeVisible();
+  const readsAtStart = reads.n;
+  await page.getByTestId("pause").click();
+  await expect(page.getByTestId("pause")).toHaveAttribute("aria-pressed", "true");
+  fixtureSql(`INSERT INTO tasks (id, kind, source, safety, status, lease_epoch, attempts, created_at, updated_at)
+      VALUES (960101, 'reply', 'notification', 'idempotent', 'completed', 1, 1, ${at("-40 seconds")}, ${at("-1 seconds")});
+    INSERT INTO runs (id, task_id, worker, lease_epoch, claimed_at, lease_expires_at, finished_at, output, completion_rows)
+      VALUES (960101, 960101, 'worker-paused', 1, ${at("-40 seconds")}, ${at("-10 seconds")}, ${at("-1 seconds")}, 'acted: replied', 1);`);
+  await expect(page.getByTestId("waiting")).toHaveText(/^\d+ updates? waiting$/, { timeout: 10_000 });
+  await page.waitForTimeout(1500);
+  await expect(page.locator('.timeline a.bar-link[data-run="960101"]'), "held back while paused").toHaveCount(0);
+  await expect(page.getByTestId("timeline-empty")).toBeVisible();
+  await page.getByTestId("pause").click();
+  await expect(page.locator('.timeline a.bar-link[data-run="960101"]')).toHaveAttribute("data-state", "acted", { timeout: 10_000 });
+  await expect(page.getByTestId("waiting")).toHaveText("");
+  expect(reads.n, "what waited was merged in: the window was not read again").toBe(readsAtStart);
+});
+
+test("the timeline reads without colour, in both themes: every state, failure cell and re-claim reason has a shape of its own, and the legend draws each reason's stroke", { tag: "@sqlite-fixture" }, async ({ page }) => {
+  for (const colorScheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme });
+    await page.goto(`${scaleURL}/timeline?minutes=15`);
+    await hydrated(page);
+    // Each class drawn once in the chart, as the page styles it; the shape is everything but hue.
+    const shapes = await page.locator(".timeline svg").evaluate((svg) => {
+      const ns = "http://www.w3.org/2000/svg";
+      const shape = (tag: string, cls: string) => {
+        const el = document.createElementNS(ns, tag);
+        el.setAttribute("class", cls);
+        svg.appendChild(el);
+        const s = getComputedStyle(el);
+        const fill = s.fill.startsWith("url(") ? "pattern" : "paint";
+        const out = [fill, s.fillOpacity, s.strokeWidth, s.strokeDasharray].join(" / ");
+        el.remove();
+        return out;
+      };
+      const states = ["acted", "no_action", "skip", "running", "failed", "silent", "lost_lease", "empty_output"];
+      const reasons = ["slow_worker", "stalled_worker", "dead_worker", "retry", "operator_requeue"];
+      return {
+        bars: states.map((s) => shape("rect", `bar state-${s}`)),
+        healthyCell: shape("rect", "cell state-acted"),
+        failureCells: ["failed", "silent", "lost_lease", "empty_output"].map((s) => shape("rect", `cell state-${s}`)),
+        links: reasons.map((r) => shape("path", `reclaim reason-${r}`)),
+        reasons,
+      };
+    });
+    expect(new Set(shapes.bars).size, `${colorScheme}: bar shapes ${shapes.bars.join(" | ")}`).toBe(shapes.bars.length);
+    const cells = [shapes.healthyCell, ...shapes.failureCells];
+    expect(new Set(cells).size, `${colorScheme}: cell shapes ${cells.join(" | ")}`).toBe(cells.length);
+    expect(new Set(shapes.links).size, `${colorScheme}: link shapes ${shapes.links.join(" | ")}`).toBe(shapes.links.length);
+    // The legend's key for each reason is drawn with that reason's stroke.
+    for (const [i, reason] of shapes.reasons.entries()) {
+      const key = page.locator(`.legend .reclaim-key[data-reason="${reason}"] line`);
+      const dash = await key.evaluate((e) => getComputedStyle(e).strokeDasharray);
+      expect(shapes.links[i].endsWith(` / ${dash}`), `${reason}: legend ${dash}, chart ${shapes.links[i]}`).toBe(true);
+    }
+  }
 });

@@ -383,6 +383,24 @@ pub struct Cell {
     /// The state the cell is coloured by: its most urgent one (failures always win).
     pub state: RunState,
     pub failures: usize,
+    /// The tasks of the runs merged into it (ascending, once each): the cell lights up with
+    /// them when one of their attempts is under the pointer.
+    pub tasks: Vec<i64>,
+}
+
+impl Cell {
+    /// A cell that holds a failure is painted over the lane's bars ([`LaneMarks::paint_order`]).
+    pub fn holds_failure(&self) -> bool {
+        self.failures > 0
+    }
+}
+
+/// One mark of a lane, as [`LaneMarks::paint_order`] yields them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Mark<'a> {
+    Cell(&'a Cell),
+    Bar(&'a Bar),
+    Glyph(&'a Glyph),
 }
 
 /// A glyph drawn in a bar.
@@ -475,6 +493,19 @@ pub struct LaneMarks {
 }
 
 impl LaneMarks {
+    /// The lane's marks bottom to top: healthy density cells, the bars (failures last: see
+    /// [`layout`]), the cells that hold a failure, then the glyphs. A failure merged into a cell
+    /// is never painted under a healthy bar of another track of its lane.
+    pub fn paint_order(&self) -> impl Iterator<Item = Mark<'_>> {
+        let (over, under): (Vec<&Cell>, Vec<&Cell>) = self.cells.iter().partition(|c| c.holds_failure());
+        under
+            .into_iter()
+            .map(Mark::Cell)
+            .chain(self.bars.iter().map(Mark::Bar))
+            .chain(over.into_iter().map(Mark::Cell))
+            .chain(self.glyphs.iter().map(Mark::Glyph))
+    }
+
     /// A digest of everything the lane draws, plus what `more` adds for each bar's run (what
     /// the page shows of a run beyond its shape: its tooltip's text). A running bar's right
     /// end is left out: the view grows it with the clock, so it moves without a redraw.
@@ -484,7 +515,7 @@ impl LaneMarks {
         self.name.hash(&mut h);
         self.tracks.hash(&mut h);
         for c in &self.cells {
-            (c.count, c.failures, c.state).hash(&mut h);
+            (c.count, c.failures, c.state, &c.tasks).hash(&mut h);
             f(c.x0, &mut h);
             f(c.x1, &mut h);
         }
@@ -560,8 +591,8 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
     let lanes = lanes(spans, order);
     let lane_of: HashMap<&str, usize> = lanes.iter().enumerate().map(|(i, w)| (w.as_str(), i)).collect();
     let mut bars = Vec::new();
-    // (lane, bin index) → (count, most urgent state, failures)
-    let mut bins: HashMap<(usize, i64), (usize, RunState, usize)> = HashMap::new();
+    // (lane, bin index) → (count, most urgent state, failures, tasks)
+    let mut bins: HashMap<(usize, i64), (usize, RunState, usize, Vec<i64>)> = HashMap::new();
     for s in spans {
         let lane = lane_of[s.lane.as_str()];
         // A silent run is drawn to where it went silent (its lease lapse), a running one to now.
@@ -574,12 +605,13 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
         } else {
             // Bins on absolute x, so a run's cell does not depend on its neighbours.
             let bin = (((x0 + x1) / 2.0 - g.label_w) / g.bin_px).floor() as i64;
-            let cell = bins.entry((lane, bin)).or_insert((0, s.state, 0));
+            let cell = bins.entry((lane, bin)).or_insert((0, s.state, 0, Vec::new()));
             cell.0 += 1;
             if urgency(s.state) > urgency(cell.1) {
                 cell.1 = s.state;
             }
             cell.2 += usize::from(s.state.is_failure());
+            cell.3.push(s.task);
         }
     }
     let rows = Rows::new(g, pack(&mut bars, lanes.len(), g.max_tracks));
@@ -588,9 +620,11 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
     bars.sort_by_key(|b| b.span.state.is_failure());
     let mut cells: Vec<Cell> = bins
         .into_iter()
-        .map(|((lane, bin), (count, state, failures))| {
+        .map(|((lane, bin), (count, state, failures, mut tasks))| {
             let x0 = g.label_w + bin as f64 * g.bin_px;
-            Cell { lane, x0, x1: x0 + g.bin_px, count, state, failures }
+            tasks.sort_unstable();
+            tasks.dedup();
+            Cell { lane, x0, x1: x0 + g.bin_px, count, state, failures, tasks }
         })
         .collect();
     // Healthy cells first, failures last: drawn on top, never hidden.
@@ -842,9 +876,36 @@ mod tests {
         assert_eq!(failed.state, RunState::Failed, "a failure colours the cell it shares with a healthy run");
         assert_eq!(failed.count, 2);
         assert_eq!(l.cells.last().unwrap().state, RunState::Failed, "failure cells are drawn last, on top");
+        assert_eq!(failed.tasks, [1, 2], "the cell names the tasks it holds, to light up with them");
         // Zoomed in on the first two runs, they separate into bars.
         let zoomed = layout(&spans[..2], LaneOrder::ByName, &scale(95, 110), t(110), &g);
         assert_eq!((zoomed.bars.len(), zoomed.cells.len()), (2, 0));
+    }
+
+    #[test]
+    fn a_lane_paints_healthy_cells_then_bars_then_cells_holding_a_failure_then_glyphs() {
+        let g = Geometry::default();
+        let sc = scale(0, 900);
+        let spans = vec![
+            // A wide healthy bar, and a one-second failure during it (a cell, in the lane's band).
+            span(1, 1, "w", 1, 100, Some(400), 430, RunState::Acted),
+            span(2, 2, "w", 1, 200, Some(201), 230, RunState::Failed),
+            // A one-second healthy run: a healthy cell.
+            span(3, 3, "w", 1, 600, Some(601), 630, RunState::Skip),
+            // A wide lost lease: a bar with its glyph.
+            span(4, 4, "w", 1, 500, Some(560), 530, RunState::LostLease),
+        ];
+        let mut l = layout(&spans, LaneOrder::ByName, &sc, t(900), &g);
+        let lanes = l.take_lane_marks();
+        let order: Vec<String> = lanes[0]
+            .paint_order()
+            .map(|m| match m {
+                Mark::Cell(c) => format!("cell {}", c.state.as_str()),
+                Mark::Bar(b) => format!("bar {}", b.span.run),
+                Mark::Glyph(gl) => format!("glyph {}", gl.run),
+            })
+            .collect();
+        assert_eq!(order, ["cell skip", "bar 1", "bar 4", "cell failed", "glyph 4"]);
     }
 
     #[test]

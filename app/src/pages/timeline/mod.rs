@@ -160,8 +160,10 @@ pub fn TimelinePage() -> impl IntoView {
     // here too, so a live redraw under the pointer does not drop it.
     let drag = RwSignal::new(None::<(f64, f64)>);
     let feed = use_live_feed();
-    // Changes that arrived while paused: the view holds still, the count says what waits.
+    // Changes that arrived while paused: the view holds still, the count says how many batches
+    // wait, and the runs they changed are kept (`Held`) to be merged in on Resume.
     let waiting = RwSignal::new(0u64);
+    let held_back = StoredValue::new(Held::default());
     // Bumped to fetch the whole window again: a reset, a batch too big to merge, a resume.
     let refetch = RwSignal::new(0u64);
     let data = Resource::new(
@@ -186,11 +188,13 @@ pub fn TimelinePage() -> impl IntoView {
             return;
         }
         leptos::task::spawn_local(async move {
-            let Ok(fresh) = get_timeline_runs(ids).await else {
+            let Ok(fresh) = get_timeline_runs(ids.clone()).await else {
                 // The next batch or lease check asks again; a failing server shows in the banner.
                 return;
             };
             if paused.get_untracked() {
+                // Paused while it was read: kept for Resume with what arrives meanwhile.
+                held_back.update_value(|h| h.runs.extend(ids));
                 return;
             }
             let Some(base) = data.get_untracked().and_then(Result::ok).map(|d| d.id()) else { return };
@@ -208,20 +212,17 @@ pub fn TimelinePage() -> impl IntoView {
         if feed.last_change.get() == 0 {
             return;
         }
+        let batch = feed.last_batch.get_untracked();
         if paused.get_untracked() {
             waiting.update(|n| *n += 1);
+            held_back.update_value(|h| h.keep(&batch));
             return;
         }
-        let batch = feed.last_batch.get_untracked();
         if batch.reset {
             refetch.update(|n| *n += 1);
             return;
         }
-        let mut ids: Vec<i64> =
-            batch.changes.iter().filter(|c| c.table == "runs").map(|c| c.row_id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        merge_in(ids);
+        merge_in(Held::runs_of(&batch));
     });
     // Unfinished runs' leases, asked about again around their lapse (heartbeats are not in the
     // live feed): the running runs' rows are read again, not the window.
@@ -301,9 +302,18 @@ pub fn TimelinePage() -> impl IntoView {
         let resuming = paused.get_untracked();
         paused.update(|p| *p = !*p);
         paused_at.set((!resuming).then(|| prefs.now.get_untracked()));
-        // Resuming with changes missed: the window is read again, whole.
-        if resuming && waiting.get_untracked() > 0 {
-            refetch.update(|n| *n += 1);
+        // Resuming: what arrived meanwhile is merged in as it would have been live (only the
+        // runs it changed are read); after a reset, the window is read again, whole.
+        if resuming {
+            let held = held_back.try_update_value(std::mem::take).unwrap_or_default();
+            if held.reset {
+                refetch.update(|n| *n += 1);
+            } else {
+                let mut ids = held.runs;
+                ids.sort_unstable();
+                ids.dedup();
+                merge_in(ids);
+            }
         }
         waiting.set(0);
     };
@@ -324,8 +334,9 @@ pub fn TimelinePage() -> impl IntoView {
                 </button>
                 <span class="muted" data-testid="waiting">
                     {move || {
-                        (paused.get() && waiting.get() > 0)
-                            .then(|| format!("{} updates waiting", waiting.get()))
+                        let n = waiting.get();
+                        (paused.get() && n > 0)
+                            .then(|| format!("{n} update{} waiting", if n == 1 { "" } else { "s" }))
                     }}
                 </span>
                 <Legend />
@@ -420,6 +431,31 @@ pub fn TimelinePage() -> impl IntoView {
     }
 }
 
+/// What a paused timeline keeps of the live feed for Resume.
+#[derive(Clone, Debug, Default)]
+struct Held {
+    /// Runs changed meanwhile (repeats allowed).
+    runs: Vec<i64>,
+    /// The feed asked for a reload of everything meanwhile.
+    reset: bool,
+}
+
+impl Held {
+    fn keep(&mut self, batch: &crate::live::LiveBatch) {
+        self.reset |= batch.reset;
+        self.runs.extend(Held::runs_of(batch));
+    }
+
+    /// The runs a live batch changed, ascending, once each.
+    fn runs_of(batch: &crate::live::LiveBatch) -> Vec<i64> {
+        let mut ids: Vec<i64> =
+            batch.changes.iter().filter(|c| c.table == "runs").map(|c| c.row_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
 #[component]
 fn Legend() -> impl IntoView {
     view! {
@@ -442,11 +478,13 @@ fn Legend() -> impl IntoView {
                 .iter()
                 .copied()
                 .map(|r| {
+                    // The link's own stroke (dash and hue), so the key matches the chart
+                    // without colour too.
                     view! {
-                        <li class=format!("reclaim-key reason-{}", r.as_str())>
-                            <span class="swatch" aria-hidden="true">
-                                "⤳"
-                            </span>
+                        <li class="reclaim-key" data-reason=r.as_str()>
+                            <svg class="swatch-line" viewBox="0 0 28 8" aria-hidden="true">
+                                <line class=format!("reclaim reason-{}", r.as_str()) x1=0 y1=4 x2=28 y2=4 />
+                            </svg>
                             {r.label()}
                         </li>
                     }
@@ -1285,8 +1323,9 @@ impl Chart {
     }
 }
 
-/// One lane's marks (density cells, then bars, then glyphs on top), in the lane's own
-/// coordinates, on `scale`; `title(run, state)` is a bar's tooltip.
+/// One lane's marks in the lane's own coordinates, on `scale`, painted in
+/// [`LaneMarks::paint_order`] (failures never under healthy runs, glyphs on top);
+/// `title(run, state)` is a bar's tooltip, `lit_up(task)` whether a task is lit.
 fn lane_marks<L, F>(
     lane: &LaneMarks,
     scale: Scale,
@@ -1301,97 +1340,97 @@ where
 {
     let g = *g;
     let (band_y, band_h) = g.band_in_lane(lane.tracks);
-    let cell_marks = lane
-        .cells
-        .iter()
-        .map(|c| {
-            let (_, label) = state_mark(c.state);
-            view! {
-                <rect
-                    class=format!("cell state-{}", c.state.as_str())
-                    data-count=c.count
-                    data-failures=c.failures
-                    x=c.x0
-                    y=band_y
-                    width=c.x1 - c.x0
-                    height=band_h
+    let cell_mark = |c: &layout::Cell| {
+        let (_, label) = state_mark(c.state);
+        // Lit when any run merged into it belongs to the task under the pointer or focus.
+        let lit: Vec<F> = c.tasks.iter().map(|&task| lit_up(task)).collect();
+        let tasks: Vec<String> = c.tasks.iter().map(i64::to_string).collect();
+        view! {
+            <rect
+                class=format!("cell state-{}", c.state.as_str())
+                class:hot=move || lit.iter().any(|lit| lit())
+                data-count=c.count
+                data-failures=c.failures
+                data-tasks=tasks.join(" ")
+                x=c.x0
+                y=band_y
+                width=c.x1 - c.x0
+                height=band_h
+            >
+                <title>
+                    {format!(
+                        "{} runs here, {} failed (most urgent: {label}). Zoom in to see them apart.",
+                        c.count,
+                        c.failures,
+                    )}
+                </title>
+            </rect>
+        }
+        .into_any()
+    };
+    let bar_mark = |b: &layout::Bar| {
+        let s = &b.span;
+        let (y, h) = g.bar_in_lane(b.track);
+        let running = b.grows();
+        let bar_x0 = b.x0;
+        let fixed_w = (b.x1 - b.x0).max(g.min_bar_px);
+        // A running bar grows with the clock until its lease lapses, then ends there, silent
+        // (as the layout ends a silent run at its lapse on the next answer).
+        let lease = s.lease_expires_at;
+        let width =
+            move || if running { (scale.x(view_now().min(lease)) - bar_x0).max(fixed_w) } else { fixed_w };
+        let base = s.state;
+        let class = move || {
+            let state = if running && view_now() >= lease { RunState::Silent } else { base };
+            let highlight = matches!(state, RunState::LostLease | RunState::EmptyOutput);
+            format!("bar state-{}{}", state.as_str(), if highlight { " highlight" } else { "" })
+        };
+        let state_attr = move || if running && view_now() >= lease { "silent" } else { base.as_str() };
+        let lapse = b
+            .lapse_x
+            .map(|ex| view! { <line class="expiry lapsed" x1=ex x2=ex y1=y - 2.0 y2=y + h + 2.0 /> });
+        // The <g> root makes the macro build an SVG <a> (an HTML one would not render inside <svg>).
+        view! {
+            <g>
+                <a
+                    href=format!("/tasks/{}", s.task)
+                    class="bar-link"
+                    class:hot=lit_up(s.task)
+                    data-run=s.run
+                    data-task=s.task
+                    data-state=state_attr
                 >
-                    <title>
-                        {format!(
-                            "{} runs here, {} failed (most urgent: {label}). Zoom in to see them apart.",
-                            c.count,
-                            c.failures,
-                        )}
-                    </title>
-                </rect>
-            }
+                    <rect class=class x=bar_x0 y=y width=width height=h rx=2>
+                        <title>{title(s.run, s.state)}</title>
+                    </rect>
+                    {lapse}
+                </a>
+            </g>
+        }
+        .into_any()
+    };
+    let glyph_mark = |gl: &layout::Glyph| {
+        view! {
+            <text
+                class="bar-glyph"
+                data-glyph=gl.mark
+                data-run=gl.run
+                x=gl.x
+                y=g.bar_in_lane(gl.track).0 + g.glyph_baseline
+            >
+                {gl.text.clone()}
+            </text>
+        }
+        .into_any()
+    };
+    lane.paint_order()
+        .map(|m| match m {
+            layout::Mark::Cell(c) => cell_mark(c),
+            layout::Mark::Bar(b) => bar_mark(b),
+            layout::Mark::Glyph(gl) => glyph_mark(gl),
         })
-        .collect_view();
-    let bar_marks = lane
-        .bars
-        .iter()
-        .map(|b| {
-            let s = &b.span;
-            let (y, h) = g.bar_in_lane(b.track);
-            let running = b.grows();
-            let bar_x0 = b.x0;
-            let fixed_w = (b.x1 - b.x0).max(g.min_bar_px);
-            // A running bar grows with the clock and turns silent when its lease lapses.
-            let lease = s.lease_expires_at;
-            let width = move || if running { (scale.x(view_now()) - bar_x0).max(fixed_w) } else { fixed_w };
-            let base = s.state;
-            let class = move || {
-                let state = if running && view_now() >= lease { RunState::Silent } else { base };
-                let highlight = matches!(state, RunState::LostLease | RunState::EmptyOutput);
-                format!("bar state-{}{}", state.as_str(), if highlight { " highlight" } else { "" })
-            };
-            let state_attr = move || if running && view_now() >= lease { "silent" } else { base.as_str() };
-            let lapse = b
-                .lapse_x
-                .map(|ex| view! { <line class="expiry lapsed" x1=ex x2=ex y1=y - 2.0 y2=y + h + 2.0 /> });
-            // The <g> root makes the macro build an SVG <a> (an HTML one would not render inside <svg>).
-            view! {
-                <g>
-                    <a
-                        href=format!("/tasks/{}", s.task)
-                        class="bar-link"
-                        class:hot=lit_up(s.task)
-                        data-run=s.run
-                        data-task=s.task
-                        data-state=state_attr
-                    >
-                        <rect class=class x=bar_x0 y=y width=width height=h rx=2>
-                            <title>{title(s.run, s.state)}</title>
-                        </rect>
-                        {lapse}
-                    </a>
-                </g>
-            }
-        })
-        .collect_view();
-    let glyph_marks = lane
-        .glyphs
-        .iter()
-        .map(|gl| {
-            view! {
-                <text
-                    class="bar-glyph"
-                    data-glyph=gl.mark
-                    data-run=gl.run
-                    x=gl.x
-                    y=g.bar_in_lane(gl.track).0 + g.glyph_baseline
-                >
-                    {gl.text.clone()}
-                </text>
-            }
-        })
-        .collect_view();
-    view! {
-        {cell_marks}
-        {bar_marks}
-        {glyph_marks}
-    }
-    .into_any()
+        .collect_view()
+        .into_any()
 }
 
 #[cfg(test)]
