@@ -16,6 +16,7 @@ pub mod rollups;
 pub mod routes;
 pub mod security;
 pub mod serve;
+pub mod shared_pages;
 pub mod state;
 pub mod telemetry;
 pub mod terminal;

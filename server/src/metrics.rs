@@ -234,6 +234,10 @@ pub struct ProcessReading {
     pub db_reads: u64,
     /// Reads answered by sharing another viewer's identical read.
     pub shared_reads: u64,
+    /// Page requests rendered afresh, and served from an identical render
+    /// ([`crate::shared_pages`]).
+    pub pages_rendered: u64,
+    pub pages_shared: u64,
     /// The allocator's counts (`None`: it would not say).
     pub heap: Option<crate::heap::Heap>,
 }
@@ -254,6 +258,14 @@ pub fn render(reading: Option<&Reading>, process: ProcessReading) -> String {
         "lastword_shared_reads",
         "Page and API reads answered by sharing an identical read",
         shared,
+    );
+    let pages = Family::<[(&'static str, &'static str); 1], Counter<u64>>::default();
+    pages.get_or_create(&[("outcome", "rendered")]).inc_by(process.pages_rendered);
+    pages.get_or_create(&[("outcome", "shared")]).inc_by(process.pages_shared);
+    registry.register(
+        "lastword_shared_pages",
+        "Requests for shareable pages (overview, failures, workers, timeline): rendered afresh, or served from an identical render for the same principal, URL and data version",
+        pages,
     );
     let live_clients = process.live_clients;
     let up = Gauge::<i64>::default();
@@ -400,6 +412,8 @@ pub async fn handler(State(state): State<AppState>) -> Response {
         live_clients: state.live_clients.load(Ordering::Relaxed),
         db_reads: state.shared_reads.database.load(Ordering::Relaxed),
         shared_reads: state.shared_reads.shared.load(Ordering::Relaxed),
+        pages_rendered: state.shared_pages.stats.rendered.load(Ordering::Relaxed),
+        pages_shared: state.shared_pages.stats.shared.load(Ordering::Relaxed),
         heap: crate::heap::now(),
     };
     let body = render(reading.as_ref(), process);

@@ -2,7 +2,7 @@
 //! Leptos, with their server functions), and static files. Tests call [`router`] directly.
 
 use crate::AppState;
-use crate::{api, assets, auth, events, health, metrics, security};
+use crate::{api, assets, auth, events, health, metrics, security, shared_pages};
 use app::{shell, App};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -79,6 +79,8 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
             security::provide_page_nonce,
             shell,
         ))
+        // Inside authentication: a page is shared only with its own principal.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), shared_pages::share))
         // Every request, pages and server functions included, gets its principal here (and
         // is turned away without one, or when a browser sends it from another site).
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))

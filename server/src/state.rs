@@ -17,6 +17,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     /// How many reads were shared and how many reached the database, for `/metrics`.
     pub shared_reads: Arc<SharedReadStats>,
+    /// Pages rendered once per principal, URL and data version ([`crate::shared_pages`]).
+    pub shared_pages: crate::shared_pages::SharedPages,
     /// Browsers connected to the live event stream (incremented and decremented by it), read
     /// by `/metrics` as `lastword_live_clients`.
     pub live_clients: Arc<AtomicI64>,
@@ -58,6 +60,7 @@ impl AppState {
         AppState {
             leptos_options,
             shared_reads: shared.stats(),
+            shared_pages: crate::shared_pages::SharedPages::default(),
             store: Arc::new(shared),
             live_clients: Arc::new(AtomicI64::new(0)),
             metrics: Arc::new(crate::metrics::MetricsCache::default()),

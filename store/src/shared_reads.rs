@@ -88,6 +88,9 @@ pub struct SharedReadStats {
     pub shared: AtomicU64,
     /// Reads that went to the database.
     pub database: AtomicU64,
+    /// Times every shared answer was dropped because the store wrote (an operator action):
+    /// whatever was built from the answers before (a rendered page) is as stale as they were.
+    pub invalidations: AtomicU64,
 }
 
 /// Typed caches, one per shared method, so answers need no downcasting.
@@ -178,6 +181,12 @@ impl SharedReads {
     /// The counters behind `/metrics`' `lastword_db_reads_total` and `lastword_shared_reads_total`.
     pub fn stats(&self) -> Arc<SharedReadStats> {
         self.stats.clone()
+    }
+
+    /// Drops every shared answer after a write (see the module header), and counts it.
+    fn forget_answers(&self) {
+        self.caches.invalidate_all();
+        self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `read`, in its turn among the heavy reads.
@@ -350,7 +359,7 @@ impl Store for SharedReads {
         now: DateTime<Utc>,
     ) -> Result<Option<ActionOutcome>, StoreError> {
         let outcome = self.inner.act(task_id, kind, request, actor, now).await;
-        self.caches.invalidate_all();
+        self.forget_answers();
         outcome
     }
 
@@ -364,7 +373,7 @@ impl Store for SharedReads {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let written = self.inner.record_refusal(task_id, kind, request, actor, code, now).await;
-        self.caches.invalidate_all();
+        self.forget_answers();
         written
     }
 
@@ -385,7 +394,7 @@ impl Store for SharedReads {
         now: DateTime<Utc>,
     ) -> Result<BulkOutcome, StoreError> {
         let outcome = self.inner.bulk_requeue(selection, request, actor, now).await;
-        self.caches.invalidate_all();
+        self.forget_answers();
         outcome
     }
 
