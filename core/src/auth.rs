@@ -49,7 +49,7 @@ pub fn viewer_may_not_act(name: &str) -> String {
 
 /// The person (or script) behind a request. `name` is what the audit trail records as the
 /// actor.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Principal {
     pub name: String,

@@ -3,9 +3,11 @@
 //! Why: a page's data is shared ([`lastword_store::SharedReads`]: one database read per question
 //! and version, however many ask), but rendering it was not. The Failures page's 50 rows cost a
 //! few milliseconds of CPU to render as HTML, against a third of a millisecond for the same
-//! answer as JSON (BENCHMARKS.md), so a link pasted into an incident channel and opened by
-//! forty people in the same second cost forty renders of the same HTML. Now a page is rendered
-//! once per [`key`] and served to everyone who asks with that key.
+//! answer as JSON (BENCHMARKS.md). Now a page is rendered once per [`PageKey`] and served again
+//! to whoever asks with that key: one person's reloads and tabs, a wallboard, everyone in local
+//! mode (one operator), and everyone a proxy names as the same user. Different people never
+//! share a render (the page shows who is signed in), so forty people opening one link are
+//! forty renders still; their data is one read.
 //!
 //! What a rendered page depends on, and so its key holds:
 //! - **the URL**, path and query: every filter is in it;
@@ -24,14 +26,17 @@
 //! page keeps the nonce it was rendered with and is served with a fresh one in its place, in the
 //! body and in the Content-Security-Policy header ([`crate::security`]).
 //!
-//! Only the pages whose every read is a shared read are shared ([`SHARED_PAGES`]): the task page
-//! reads action previews fresh, the audit trail and the lease reports are read fresh. Only a
-//! `200` without `Set-Cookie` is kept; an error page, a redirect or a bad filter's page is
-//! rendered for each request. Without a refresh yet (the hub has not read the log) nothing is
-//! shared.
+//! Only the pages built from shared reads are shared ([`SHARED_PAGES`]; the overview's lease
+//! panel is the lease report every viewer shares for 30 s, which the key does not follow: it
+//! shows a new report from the next second). The task page reads action previews fresh and the
+//! audit trail is read fresh, so they are rendered per request. Only a `200` without
+//! `Set-Cookie` is kept, and not a page that showed a refusal or a fault (the render marks it
+//! [`app::api::ssr::NOT_SHAREABLE`]: the database down, a read refused as too slow), nor a
+//! redirect. Without a refresh yet (the hub has not read the log) nothing is shared.
 
 use crate::security::page_csp;
 use crate::AppState;
+use app::api::ssr::NOT_SHAREABLE;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_SECURITY_POLICY, SET_COOKIE};
@@ -49,15 +54,16 @@ pub const SHARED_PAGES: [&str; 4] = ["/", "/failures", "/workers", "/timeline"];
 
 /// Keys carry the second, so an entry is useless after about a second; this bounds memory.
 const ENTRY_TTL: Duration = Duration::from_secs(2);
-/// Pages kept at once (distinct URLs × principals within a second or two).
-const MAX_ENTRIES: u64 = 256;
+/// Bytes of pages kept at once (distinct URLs × principals within a second or two): moka
+/// drops the least used past it.
+const MAX_KEPT_TOTAL: u64 = 32 << 20;
 /// A page larger than this is served but not kept (a 240-minute timeline of a huge fleet).
 const MAX_KEPT_BYTES: usize = 2 << 20;
 
 /// The shared pages and how often each was rendered or served shared, for `/metrics`.
 #[derive(Clone)]
 pub struct SharedPages {
-    pages: Cache<String, Arc<Rendered>>,
+    pages: Cache<PageKey, Arc<Rendered>>,
     pub stats: Arc<SharedPageStats>,
 }
 
@@ -72,10 +78,27 @@ pub struct SharedPageStats {
 impl Default for SharedPages {
     fn default() -> Self {
         SharedPages {
-            pages: Cache::builder().max_capacity(MAX_ENTRIES).time_to_live(ENTRY_TTL).build(),
+            pages: Cache::builder()
+                .weigher(|_, page: &Arc<Rendered>| u32::try_from(page.body.len()).unwrap_or(u32::MAX))
+                .max_capacity(MAX_KEPT_TOTAL)
+                .time_to_live(ENTRY_TTL)
+                .build(),
             stats: Arc::default(),
         }
     }
+}
+
+/// Everything a rendered page depends on (see the module header).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PageKey {
+    /// Path and query.
+    uri: String,
+    principal: Principal,
+    refresh_version: i64,
+    refresh_watermark: i64,
+    db_up: bool,
+    invalidations: u64,
+    second: i64,
 }
 
 /// A page as rendered: its headers, its body, and the nonce its inline scripts carry.
@@ -96,11 +119,12 @@ pub async fn share(State(state): State<AppState>, request: Request, next: Next) 
         return serve(&page);
     }
     pages.stats.rendered.fetch_add(1, Ordering::Relaxed);
-    let response = next.run(request).await;
-    let Some(nonce) = keepable(&response) else {
+    let mut response = next.run(request).await;
+    let marked = response.headers_mut().remove(NOT_SHAREABLE).is_some();
+    let Some(nonce) = keepable(&response).filter(|_| !marked) else {
         return response;
     };
-    let (parts, body) = response.into_parts();
+    let (mut parts, body) = response.into_parts();
     let body = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(body) => body,
         Err(e) => {
@@ -109,6 +133,7 @@ pub async fn share(State(state): State<AppState>, request: Request, next: Next) 
                 .into_response();
         }
     };
+    parts.headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
     if body.len() <= MAX_KEPT_BYTES {
         if let Ok(text) = std::str::from_utf8(&body) {
             let page = Rendered { headers: parts.headers.clone(), body: text.to_string(), nonce };
@@ -118,9 +143,9 @@ pub async fn share(State(state): State<AppState>, request: Request, next: Next) 
     Response::from_parts(parts, Body::from(body))
 }
 
-/// What a rendered page depends on (see the module header), or `None` when the request is not
-/// for a shared page or nothing can be shared yet.
-fn key(state: &AppState, request: &Request) -> Option<String> {
+/// What a rendered page depends on, or `None` when the request is not for a shared page, asks
+/// for a fresh render, or nothing can be shared yet.
+fn key(state: &AppState, request: &Request) -> Option<PageKey> {
     if request.method() != Method::GET || !SHARED_PAGES.contains(&request.uri().path()) {
         return None;
     }
@@ -129,20 +154,17 @@ fn key(state: &AppState, request: &Request) -> Option<String> {
     if fresh.is_some_and(|v| v.contains("no-cache")) {
         return None;
     }
-    let principal = request.extensions().get::<Principal>()?;
+    let principal = request.extensions().get::<Principal>()?.clone();
     let refresh = state.live.refresh()?;
-    let db_up = *state.live.db_up().borrow();
-    let invalidations = state.shared_reads.invalidations.load(Ordering::Relaxed);
-    let second = lastword_core::read_now().timestamp();
-    Some(format!(
-        "{}|{}|{:?}|{:?}|{}@{}|{db_up}|{invalidations}|{second}",
-        request.uri(),
-        principal.name,
-        principal.role,
-        principal.via,
-        refresh.version,
-        refresh.watermark,
-    ))
+    Some(PageKey {
+        uri: request.uri().to_string(),
+        principal,
+        refresh_version: refresh.version,
+        refresh_watermark: refresh.watermark,
+        db_up: *state.live.db_up().borrow(),
+        invalidations: state.shared_reads.invalidations.load(Ordering::Relaxed),
+        second: lastword_core::read_now().timestamp(),
+    })
 }
 
 /// The nonce of a response that may be kept: a `200` page that sets no cookie, whose policy

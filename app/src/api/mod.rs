@@ -64,17 +64,27 @@ pub(crate) mod ssr {
     /// 503 database down) rather than the 500 every server-function error gets by default, so
     /// scripts, proxies and logs can tell a refusal from a fault. The status is set only on a
     /// server function's own response: when the same function runs inside a page render, the
-    /// page shows the message and keeps its own status.
+    /// page shows the message and keeps its own status, and is marked [`NOT_SHAREABLE`].
     pub fn refuse(status: http::StatusCode, message: impl Into<String>) -> ServerFnError {
         let own_call = use_context::<http::request::Parts>()
             .is_some_and(|parts| parts.uri.path().starts_with("/api/fn/"));
-        if own_call {
-            if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            if own_call {
                 response.set_status(status);
+            } else {
+                response.insert_header(
+                    http::HeaderName::from_static(NOT_SHAREABLE),
+                    http::HeaderValue::from_static("1"),
+                );
             }
         }
         ServerFnError::new(message.into())
     }
+
+    /// Set on a page render that showed a refusal or a fault (the database down, a read too
+    /// slow): the server renders that page for every request instead of serving the same render
+    /// to the next one (`server/src/shared_pages.rs`), which removes the header.
+    pub const NOT_SHAREABLE: &str = "x-lastword-not-shareable";
 
     /// 400: the input is malformed; the message names the parameter.
     pub fn bad_input(message: impl Into<String>) -> ServerFnError {

@@ -194,7 +194,7 @@ pub fn TimelinePage() -> impl IntoView {
             };
             if paused.get_untracked() {
                 // Paused while it was read: kept for Resume with what arrives meanwhile.
-                held_back.update_value(|h| h.runs.extend(ids));
+                held_back.update_value(|h| h.runs = Held::union(std::mem::take(&mut h.runs), ids));
                 return;
             }
             let Some(base) = data.get_untracked().and_then(Result::ok).map(|d| d.id()) else { return };
@@ -303,16 +303,18 @@ pub fn TimelinePage() -> impl IntoView {
         paused.update(|p| *p = !*p);
         paused_at.set((!resuming).then(|| prefs.now.get_untracked()));
         // Resuming: what arrived meanwhile is merged in as it would have been live (only the
-        // runs it changed are read); after a reset, the window is read again, whole.
+        // runs it changed are read), with every unfinished run (heartbeats are not in the feed,
+        // and the lease checks waited: a run drawn silent may have been extended meanwhile);
+        // after a reset, or more than a merge takes, the window is read again, whole.
         if resuming {
             let held = held_back.try_update_value(std::mem::take).unwrap_or_default();
             if held.reset {
                 refetch.update(|n| *n += 1);
             } else {
-                let mut ids = held.runs;
-                ids.sort_unstable();
-                ids.dedup();
-                merge_in(ids);
+                let unfinished = shown()
+                    .map(|d| d.runs.iter().filter(|r| r.finished_at.is_none()).map(|r| r.id).collect())
+                    .unwrap_or_default();
+                merge_in(Held::union(held.runs, unfinished));
             }
         }
         waiting.set(0);
@@ -434,16 +436,32 @@ pub fn TimelinePage() -> impl IntoView {
 /// What a paused timeline keeps of the live feed for Resume.
 #[derive(Clone, Debug, Default)]
 struct Held {
-    /// Runs changed meanwhile (repeats allowed).
+    /// Runs changed meanwhile, ascending, once each.
     runs: Vec<i64>,
     /// The feed asked for a reload of everything meanwhile.
     reset: bool,
 }
 
 impl Held {
+    /// Keeps what `batch` changed; past what one merge reads, a paused page reads its window
+    /// again on Resume instead of holding an ever longer list.
     fn keep(&mut self, batch: &crate::live::LiveBatch) {
         self.reset |= batch.reset;
-        self.runs.extend(Held::runs_of(batch));
+        if !self.reset {
+            self.runs = Held::union(std::mem::take(&mut self.runs), Held::runs_of(batch));
+            self.reset = self.runs.len() > lastword_core::TIMELINE_RUNS_CAP;
+        }
+        if self.reset {
+            self.runs.clear();
+        }
+    }
+
+    /// Both lists of runs, ascending, once each.
+    fn union(mut a: Vec<i64>, b: Vec<i64>) -> Vec<i64> {
+        a.extend(b);
+        a.sort_unstable();
+        a.dedup();
+        a
     }
 
     /// The runs a live batch changed, ascending, once each.
@@ -1466,6 +1484,33 @@ mod tests {
         assert_eq!(parse(&zoomed.href()), zoomed);
         assert_eq!(parse(&TimelineQuery::default().href()), TimelineQuery::default());
         assert_eq!(TimelineQuery::default().href(), "/timeline?minutes=15&order=failure");
+    }
+
+    #[test]
+    fn a_paused_timeline_holds_each_changed_run_once_and_past_a_merge_asks_for_the_window() {
+        let batch = |rows: &[(&str, i64)]| crate::live::LiveBatch {
+            changes: rows
+                .iter()
+                .enumerate()
+                .map(|(i, (table, row_id))| lastword_core::Change {
+                    id: i as i64 + 1,
+                    table: table.to_string(),
+                    row_id: *row_id,
+                    task_id: None,
+                })
+                .collect(),
+            reset: false,
+        };
+        let mut held = Held::default();
+        held.keep(&batch(&[("runs", 7), ("tasks", 3), ("runs", 5)]));
+        held.keep(&batch(&[("runs", 7), ("runs", 9)]));
+        assert_eq!((held.runs.clone(), held.reset), (vec![5, 7, 9], false), "runs only, once each");
+        let many: Vec<(&str, i64)> =
+            (0..=lastword_core::TIMELINE_RUNS_CAP as i64).map(|i| ("runs", 100 + i)).collect();
+        held.keep(&batch(&many));
+        assert!(held.reset && held.runs.is_empty(), "more than one merge reads: the window again");
+        held.keep(&batch(&[("runs", 1)]));
+        assert!(held.reset && held.runs.is_empty(), "and it stays so until Resume");
     }
 
     #[test]
