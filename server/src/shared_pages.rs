@@ -31,12 +31,12 @@
 //! shows a new report from the next second). The task page reads action previews fresh and the
 //! audit trail is read fresh, so they are rendered per request. Only a `200` without
 //! `Set-Cookie` is kept, and not a page that showed a refusal or a fault (the render marks it
-//! [`app::api::ssr::NOT_SHAREABLE`]: the database down, a read refused as too slow), nor a
+//! [`NOT_SHAREABLE`]: the database down, a read refused as too slow), nor a
 //! redirect. Without a refresh yet (the hub has not read the log) nothing is shared.
 
 use crate::security::page_csp;
 use crate::AppState;
-use app::api::ssr::NOT_SHAREABLE;
+use app::api::NOT_SHAREABLE;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_SECURITY_POLICY, SET_COOKIE};

@@ -48,6 +48,10 @@ impl<T: DeserializeOwned> Decodes<T> for JsonText {
     }
 }
 
+/// Read by the server's shared pages (`server/src/shared_pages.rs`).
+#[cfg(feature = "ssr")]
+pub use ssr::NOT_SHAREABLE;
+
 #[cfg(feature = "ssr")]
 pub(crate) mod ssr {
     //! Server-only helpers for the server functions.

@@ -586,13 +586,21 @@ fn urgency(state: RunState) -> u8 {
     }
 }
 
+/// A density cell being filled: how many runs, the most urgent state, the failures, the tasks.
+struct Bin {
+    count: usize,
+    state: RunState,
+    failures: usize,
+    tasks: Vec<i64>,
+}
+
 /// Lays out `spans` (runs overlapping the window) on `scale`, with running ones drawn to `now`.
 pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc>, g: &Geometry) -> Layout {
     let lanes = lanes(spans, order);
     let lane_of: HashMap<&str, usize> = lanes.iter().enumerate().map(|(i, w)| (w.as_str(), i)).collect();
     let mut bars = Vec::new();
-    // (lane, bin index) → (count, most urgent state, failures, tasks)
-    let mut bins: HashMap<(usize, i64), (usize, RunState, usize, Vec<i64>)> = HashMap::new();
+    // (lane, bin index) → the runs merged there so far
+    let mut bins: HashMap<(usize, i64), Bin> = HashMap::new();
     for s in spans {
         let lane = lane_of[s.lane.as_str()];
         // A silent run is drawn to where it went silent (its lease lapse), a running one to now.
@@ -605,13 +613,18 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
         } else {
             // Bins on absolute x, so a run's cell does not depend on its neighbours.
             let bin = (((x0 + x1) / 2.0 - g.label_w) / g.bin_px).floor() as i64;
-            let cell = bins.entry((lane, bin)).or_insert((0, s.state, 0, Vec::new()));
-            cell.0 += 1;
-            if urgency(s.state) > urgency(cell.1) {
-                cell.1 = s.state;
+            let cell = bins.entry((lane, bin)).or_insert(Bin {
+                count: 0,
+                state: s.state,
+                failures: 0,
+                tasks: Vec::new(),
+            });
+            cell.count += 1;
+            if urgency(s.state) > urgency(cell.state) {
+                cell.state = s.state;
             }
-            cell.2 += usize::from(s.state.is_failure());
-            cell.3.push(s.task);
+            cell.failures += usize::from(s.state.is_failure());
+            cell.tasks.push(s.task);
         }
     }
     let rows = Rows::new(g, pack(&mut bars, lanes.len(), g.max_tracks));
@@ -620,7 +633,7 @@ pub fn layout(spans: &[Span], order: LaneOrder, scale: &Scale, now: DateTime<Utc
     bars.sort_by_key(|b| b.span.state.is_failure());
     let mut cells: Vec<Cell> = bins
         .into_iter()
-        .map(|((lane, bin), (count, state, failures, mut tasks))| {
+        .map(|((lane, bin), Bin { count, state, failures, mut tasks })| {
             let x0 = g.label_w + bin as f64 * g.bin_px;
             tasks.sort_unstable();
             tasks.dedup();
