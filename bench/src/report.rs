@@ -139,6 +139,11 @@ impl Results {
             num(self.db_load.as_ref().and_then(|d| d.ratio_server_counter)),
         );
         m.insert("runner_write_ratio".into(), num(self.writes.as_ref().map(|w| w.ratio)));
+        m.insert("runner_write_ratio_paired".into(), num(self.writes.as_ref().map(|w| w.paired_ratio)));
+        m.insert(
+            "runner_write_ratio_paired_triggers_only".into(),
+            num(self.writes.as_ref().map(|w| w.paired_triggers_only_ratio)),
+        );
         m.insert(
             "runner_write_ratio_triggers_only".into(),
             num(self.writes.as_ref().map(|w| w.triggers_only_ratio)),
@@ -334,6 +339,12 @@ fn headlines(v: &Value) -> Vec<(&'static str, &'static str, &'static str, Option
         (
             "runner_write_ratio_triggers_only",
             "Runner write throughput, triggers without a server ÷ without (diagnostic)",
+            "—",
+            None,
+        ),
+        (
+            "runner_write_ratio_paired",
+            "Runner write throughput, with ÷ without, paired per alternation (diagnostic)",
             "—",
             None,
         ),
@@ -605,6 +616,20 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         }
         let _ =
             writeln!(s, "| overall (geometric mean) | | | | {:.3} | {:.3} |", w.ratio, w.triggers_only_ratio);
+        let _ = writeln!(
+            s,
+            "\nThe same ratios paired: each alternation's installed (or triggers-only) rate ÷ its own \
+             without rate, the median over the alternations (drift between alternations cancels).\n\n\
+             | loop | installed ÷ without | triggers only ÷ without |\n|---|---|---|"
+        );
+        for (lp, installed, triggers) in &w.paired {
+            let _ = writeln!(s, "| {lp:?} | {installed:.3} | {triggers:.3} |");
+        }
+        let _ = writeln!(
+            s,
+            "| overall (geometric mean) | {:.3} | {:.3} |",
+            w.paired_ratio, w.paired_triggers_only_ratio
+        );
         let _ = writeln!(s, "\nEach phase:\n\n| # | mode | loop | tx/s |\n|---|---|---|---|");
         for x in &w.samples {
             let _ = writeln!(s, "| {} | {:?} | {:?} | {:.0} |", x.alternation, x.mode, x.lp, x.tx_per_s);

@@ -81,6 +81,12 @@ pub struct Writes {
     pub triggers_only: Vec<(Loop, f64, f64)>,
     /// Geometric mean of the triggers-only ratios.
     pub triggers_only_ratio: f64,
+    /// (loop, installed ÷ without, triggers only ÷ without), each the median over the
+    /// alternations of that alternation's own ratio: drift between alternations cancels.
+    pub paired: Vec<(Loop, f64, f64)>,
+    /// Geometric means of the paired ratios (installed, triggers only).
+    pub paired_ratio: f64,
+    pub paired_triggers_only_ratio: f64,
 }
 
 /// A lease one client holds and writes under.
@@ -185,6 +191,18 @@ pub async fn measure(
         .collect();
     let ratio = geometric_mean(loops.iter().map(|l| l.3));
     let triggers_only_ratio = geometric_mean(triggers_only.iter().map(|l| l.2));
+    let paired: Vec<(Loop, f64, f64)> = [Loop::Heartbeat, Loop::Claim, Loop::Finish]
+        .into_iter()
+        .map(|lp| {
+            (
+                lp,
+                paired_median(&samples, lp, Mode::Installed),
+                paired_median(&samples, lp, Mode::TriggersOnly),
+            )
+        })
+        .collect();
+    let paired_ratio = geometric_mean(paired.iter().map(|p| p.1));
+    let paired_triggers_only_ratio = geometric_mean(paired.iter().map(|p| p.2));
     for ((lp, with, without, r), (_, t, tr)) in loops.iter().zip(&triggers_only) {
         println!(
             "writes: {lp:?}: installed {with:.0} tx/s, triggers only {t:.0}, without {without:.0}; \
@@ -192,7 +210,38 @@ pub async fn measure(
         );
     }
     println!("writes: overall ratio (geometric mean) {ratio:.3}; triggers only {triggers_only_ratio:.3}");
-    Ok(Writes { clients, leased_tasks: leased, samples, loops, ratio, triggers_only, triggers_only_ratio })
+    for (lp, installed, triggers) in &paired {
+        println!(
+            "writes: {lp:?} paired per alternation: installed {installed:.3}, triggers only {triggers:.3}"
+        );
+    }
+    println!("writes: paired overall {paired_ratio:.3}; triggers only {paired_triggers_only_ratio:.3}");
+    Ok(Writes {
+        clients,
+        leased_tasks: leased,
+        samples,
+        loops,
+        ratio,
+        triggers_only,
+        triggers_only_ratio,
+        paired,
+        paired_ratio,
+        paired_triggers_only_ratio,
+    })
+}
+
+/// The median over the alternations of `mode`'s rate ÷ without's rate in the same alternation,
+/// for loop `lp` (an alternation missing either is left out).
+fn paired_median(samples: &[Sample], lp: Loop, mode: Mode) -> f64 {
+    let rate = |alternation: usize, m: Mode| {
+        samples.iter().find(|s| s.alternation == alternation && s.lp == lp && s.mode == m).map(|s| s.tx_per_s)
+    };
+    let alternations = samples.iter().map(|s| s.alternation).max().map_or(0, |a| a + 1);
+    let mut ratios: Vec<f64> = (0..alternations)
+        .filter_map(|a| Some(rate(a, mode)? / rate(a, Mode::Without)?))
+        .filter(|r| r.is_finite())
+        .collect();
+    crate::stats::Summary::of_ms(&mut ratios).p50_ms
 }
 
 fn geometric_mean(xs: impl ExactSizeIterator<Item = f64>) -> f64 {
@@ -584,5 +633,31 @@ async fn claim(
             .fetch_one(&mut **tx)
             .await?;
         return Ok(Some(Lease { task_id, run_id, epoch, owner: worker.to_string() }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(alternation: usize, mode: Mode, tx_per_s: f64) -> Sample {
+        Sample { alternation, mode, lp: Loop::Finish, transactions: tx_per_s as u64, secs: 1.0, tx_per_s }
+    }
+
+    #[test]
+    fn a_paired_ratio_compares_each_alternation_with_its_own_without_phase() {
+        // Alternation 1 ran everything twice as fast (the machine was quieter): the medians per
+        // mode mix the two speeds (95 ÷ 100), the pairs do not (0.9 in two of three).
+        let samples = vec![
+            sample(0, Mode::Installed, 90.0),
+            sample(0, Mode::Without, 100.0),
+            sample(1, Mode::Installed, 180.0),
+            sample(1, Mode::Without, 200.0),
+            sample(2, Mode::Installed, 95.0),
+            sample(2, Mode::Without, 100.0),
+        ];
+        assert!((paired_median(&samples, Loop::Finish, Mode::Installed) - 0.9).abs() < 1e-9);
+        // A mode with no phases has no pairs.
+        assert_eq!(paired_median(&samples, Loop::Finish, Mode::TriggersOnly), 0.0);
     }
 }
