@@ -106,6 +106,12 @@ pub struct Args {
     #[arg(long, default_value_t = 3)]
     pub alternations: usize,
 
+    /// Seconds each runner write loop runs once more, no server, with the triggers switched off
+    /// and on every 2 s: what the triggers alone cost, free of the drift between phases
+    /// (bench/src/writes.rs). 0 skips it.
+    #[arg(long, default_value_t = 60)]
+    pub interleave_secs: u64,
+
     /// Concurrent clients in each runner write loop.
     #[arg(long, default_value_t = 8)]
     pub write_clients: usize,
@@ -137,6 +143,10 @@ impl Args {
         anyhow::ensure!(self.clients >= 1, "--clients: at least 1");
         anyhow::ensure!(self.write_clients >= 1, "--write-clients: at least 1");
         anyhow::ensure!(self.alternations >= 1, "--alternations: at least 1");
+        anyhow::ensure!(
+            self.interleave_secs == 0 || self.interleave_secs >= 7,
+            "--interleave-secs: 0 (skip) or at least 7 (three slices)"
+        );
         anyhow::ensure!(self.crowd_clients >= 1, "--crowd-clients: at least 1");
         anyhow::ensure!(
             self.crowd_rps.is_finite() && self.crowd_rps > 0.0 && self.crowd_rps <= 10_000.0,

@@ -149,6 +149,10 @@ impl Results {
             num(self.writes.as_ref().map(|w| w.triggers_only_ratio)),
         );
         m.insert(
+            "runner_write_ratio_interleaved".into(),
+            num(self.writes.as_ref().map(|w| w.interleaved_ratio)),
+        );
+        m.insert(
             "page_weight_gz_kb".into(),
             num(self.page_weight.as_ref().map(|p| p.total_bytes as f64 / 1024.0)),
         );
@@ -345,6 +349,12 @@ fn headlines(v: &Value) -> Vec<(&'static str, &'static str, &'static str, Option
         (
             "runner_write_ratio_paired",
             "Runner write throughput, with ÷ without, paired per alternation (diagnostic)",
+            "—",
+            None,
+        ),
+        (
+            "runner_write_ratio_interleaved",
+            "Runner write throughput, triggers switched every 2 s within one run ÷ without (diagnostic)",
             "—",
             None,
         ),
@@ -630,6 +640,19 @@ pub fn markdown(r: &Results, v: &Value) -> String {
             "| overall (geometric mean) | {:.3} | {:.3} |",
             w.paired_ratio, w.paired_triggers_only_ratio
         );
+        if !w.interleaved.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nThe triggers alone, switched off and on every 2 s within one run of each loop (no \
+                 server): each slice with triggers ÷ the geometric mean of the slices without just \
+                 before and after it, the median over the run (drift cancels within seconds).\n\n\
+                 | loop | slices compared | triggers ÷ without |\n|---|---|---|"
+            );
+            for (lp, n, r) in &w.interleaved {
+                let _ = writeln!(s, "| {lp:?} | {n} | {r:.3} |");
+            }
+            let _ = writeln!(s, "| overall (geometric mean) | | {:.3} |", w.interleaved_ratio);
+        }
         let _ = writeln!(s, "\nEach phase:\n\n| # | mode | loop | tx/s |\n|---|---|---|---|");
         for x in &w.samples {
             let _ = writeln!(s, "| {} | {:?} | {:?} | {:.0} |", x.alternation, x.mode, x.lp, x.tx_per_s);

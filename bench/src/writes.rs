@@ -16,6 +16,14 @@
 //! same for triggers only ÷ without says how much of the cost is the triggers' and how much the
 //! running server's.
 //!
+//! Phases a few seconds long, minutes apart, also differ by whatever else the machine did
+//! meanwhile (the triggers-only ÷ without ratio of the same loop moved by ±10 % from one
+//! alternation to the next, more than the triggers cost). So each loop also runs once more
+//! with no server while the triggers are switched off and on every [`SLICE`] ([`interleave`]):
+//! each slice with triggers is compared with the slices just before and after it, seconds
+//! apart ([`interleaved_ratio`]). That measures what the triggers alone cost to within a few percent; the phases measure
+//! what the running server adds.
+//!
 //! The server's share is the work it does for what the runner writes (following `change_log`,
 //! recounting the rollups those changes touched). Inside the installed phase that work spills
 //! from one loop into the next, as it would in a fleet; across phases it does not: the server
@@ -30,6 +38,7 @@ use lastword_runner::sql;
 use sqlx::postgres::PgPool;
 use sqlx::{Connection, Executor};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -69,6 +78,14 @@ pub struct Sample {
     pub tx_per_s: f64,
 }
 
+/// One counted slice of an interleaved run ([`interleave`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Slice {
+    pub lp: Loop,
+    pub triggers: bool,
+    pub tx_per_s: f64,
+}
+
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Writes {
     pub clients: usize,
@@ -87,7 +104,25 @@ pub struct Writes {
     /// Geometric means of the paired ratios (installed, triggers only).
     pub paired_ratio: f64,
     pub paired_triggers_only_ratio: f64,
+    /// The interleaved runs' slices, in order, per loop.
+    pub slices: Vec<Slice>,
+    /// (loop, slices with triggers compared, the median of their ratios: [`interleaved_ratio`]).
+    pub interleaved: Vec<(Loop, usize, f64)>,
+    /// Geometric mean of the interleaved ratios (NaN when not measured).
+    pub interleaved_ratio: f64,
 }
+
+/// The three loops, in the order every phase runs them.
+const LOOPS: [Loop; 3] = [Loop::Heartbeat, Loop::Claim, Loop::Finish];
+
+/// The contract tables whose user triggers are lastword's.
+const TRIGGER_TABLES: [&str; 4] = ["tasks", "runs", "effects", "operator_actions"];
+
+/// How long an interleaved slice is counted.
+const SLICE: Duration = Duration::from_secs(2);
+/// How long after a switch a slice's counting starts: the switch waits for the writers' open
+/// transactions and holds their next ones back until it commits.
+const SETTLE: Duration = Duration::from_millis(250);
 
 /// A lease one client holds and writes under.
 #[derive(Clone, Debug)]
@@ -116,7 +151,8 @@ pub async fn measure(
     // Enough leases that the finish loops rarely run dry (their pool is refilled by the claims),
     // and enough queued tasks for every claim phase at a couple of thousand claims a second.
     let leased = ((50_000.0 * args.scale).round() as usize).max(40_000);
-    let queued = leased.max(2_500 * args.write_secs as usize * 3 * args.alternations);
+    let queued = leased
+        .max(2_500 * (args.write_secs as usize * 3 * args.alternations + args.interleave_secs as usize));
     let pools = prepare(url, clients, leased, queued).await.context("leasing the write-loop tasks")?;
     let writers = crate::db::connect(url, clients as u32).await?;
     let setup = setup_pool(url).await?;
@@ -140,8 +176,8 @@ pub async fn measure(
                 }
                 mode = want;
             }
-            for lp in [Loop::Heartbeat, Loop::Claim, Loop::Finish] {
-                prepare_phase(pool, &setup, lp, &pools, args).await?;
+            for lp in LOOPS {
+                prepare_phase(pool, &setup, lp, &pools, args.write_secs).await?;
                 let (transactions, took) = run_loop(&writers, lp, &pools, secs).await?;
                 let s = Sample {
                     alternation,
@@ -162,6 +198,17 @@ pub async fn measure(
     if let Some(s) = stream.take() {
         s.abort();
     }
+    let mut slices = Vec::new();
+    if args.interleave_secs > 0 {
+        switch(pool, server, mode, Mode::Without).await?;
+        mode = Mode::Without;
+        for lp in LOOPS {
+            prepare_phase(pool, &setup, lp, &pools, args.interleave_secs).await?;
+            slices.extend(
+                interleave(pool, &writers, lp, &pools, Duration::from_secs(args.interleave_secs)).await?,
+            );
+        }
+    }
     if mode != Mode::Installed {
         switch(pool, server, mode, Mode::Installed).await?;
     }
@@ -175,7 +222,7 @@ pub async fn measure(
             samples.iter().filter(|s| s.lp == lp && s.mode == mode).map(|s| s.tx_per_s).collect();
         crate::stats::Summary::of_ms(&mut rates).p50_ms
     };
-    let loops: Vec<(Loop, f64, f64, f64)> = [Loop::Heartbeat, Loop::Claim, Loop::Finish]
+    let loops: Vec<(Loop, f64, f64, f64)> = LOOPS
         .into_iter()
         .map(|lp| {
             let (with, without) = (rate(lp, Mode::Installed), rate(lp, Mode::Without));
@@ -191,7 +238,7 @@ pub async fn measure(
         .collect();
     let ratio = geometric_mean(loops.iter().map(|l| l.3));
     let triggers_only_ratio = geometric_mean(triggers_only.iter().map(|l| l.2));
-    let paired: Vec<(Loop, f64, f64)> = [Loop::Heartbeat, Loop::Claim, Loop::Finish]
+    let paired: Vec<(Loop, f64, f64)> = LOOPS
         .into_iter()
         .map(|lp| {
             (
@@ -216,6 +263,22 @@ pub async fn measure(
         );
     }
     println!("writes: paired overall {paired_ratio:.3}; triggers only {paired_triggers_only_ratio:.3}");
+    let interleaved: Vec<(Loop, usize, f64)> = if slices.is_empty() {
+        Vec::new()
+    } else {
+        LOOPS
+            .into_iter()
+            .map(|lp| {
+                let (n, r) = interleaved_ratio(&slices, lp);
+                (lp, n, r)
+            })
+            .collect()
+    };
+    let interleaved_ratio =
+        if interleaved.is_empty() { f64::NAN } else { geometric_mean(interleaved.iter().map(|i| i.2)) };
+    for (lp, n, r) in &interleaved {
+        println!("writes: {lp:?} interleaved: triggers ÷ without {r:.3} (median of {n} slices)");
+    }
     Ok(Writes {
         clients,
         leased_tasks: leased,
@@ -227,7 +290,90 @@ pub async fn measure(
         paired,
         paired_ratio,
         paired_triggers_only_ratio,
+        slices,
+        interleaved,
+        interleaved_ratio,
     })
+}
+
+/// For each slice with triggers that has a slice without on both sides, its rate ÷ the geometric
+/// mean of those two; how many there were and their median (NaN for none). The geometric mean
+/// cancels a drift that changes the rate by the same factor from slice to slice (the claim loop
+/// slows so: each claim walks past the leases earlier claims took), and a steady linear drift
+/// all but exactly.
+fn interleaved_ratio(slices: &[Slice], lp: Loop) -> (usize, f64) {
+    let of_loop: Vec<&Slice> = slices.iter().filter(|s| s.lp == lp).collect();
+    let mut ratios: Vec<f64> = of_loop
+        .windows(3)
+        .filter(|w| w[1].triggers && !w[0].triggers && !w[2].triggers)
+        .map(|w| w[1].tx_per_s / (w[0].tx_per_s * w[2].tx_per_s).sqrt())
+        .filter(|r| r.is_finite())
+        .collect();
+    if ratios.is_empty() {
+        return (0, f64::NAN);
+    }
+    (ratios.len(), crate::stats::Summary::of_ms(&mut ratios).p50_ms)
+}
+
+/// One run of `lp` for about `total`, no server, its user triggers switched off and on every
+/// [`SLICE`] (starting and ending off, so every slice with triggers lies between two without).
+/// A switch is one transaction over the four tables, so every writer's transaction runs whole
+/// under one setting; a slice is counted from [`SETTLE`] after its switch committed.
+async fn interleave(
+    pool: &PgPool,
+    writers: &PgPool,
+    lp: Loop,
+    pools: &Pools,
+    total: Duration,
+) -> anyhow::Result<Vec<Slice>> {
+    let per_slice = (SLICE + SETTLE).as_secs_f64();
+    let count = ((total.as_secs_f64() / per_slice) as usize).max(3) | 1;
+    let progress = Arc::new(Progress::default());
+    // The writers stop when told; the deadline only bounds a switch that never returns.
+    let deadline = Instant::now() + total * 3 + Duration::from_secs(30);
+    let clients = spawn_clients(writers, lp, pools, deadline, &progress);
+    let mut slices = Vec::with_capacity(count);
+    let mut failed = None;
+    for i in 0..count {
+        let triggers = i % 2 == 1;
+        if let Err(e) = set_triggers(pool, triggers).await {
+            failed = Some(e);
+            break;
+        }
+        tokio::time::sleep(SETTLE).await;
+        let (from, started) = (progress.committed.load(Ordering::Relaxed), Instant::now());
+        tokio::time::sleep(SLICE).await;
+        let done = progress.committed.load(Ordering::Relaxed) - from;
+        slices.push(Slice { lp, triggers, tx_per_s: done as f64 / started.elapsed().as_secs_f64() });
+    }
+    progress.stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.context("write client")??;
+    }
+    set_triggers(pool, false).await?;
+    if let Some(e) = failed {
+        return Err(e.context("switching the triggers within a loop"));
+    }
+    let rates: Vec<String> =
+        slices.iter().map(|s| format!("{}{:.0}", if s.triggers { "+" } else { "" }, s.tx_per_s)).collect();
+    println!("writes: {lp:?} interleaved (+ with triggers): {}", rates.join(" "));
+    Ok(slices)
+}
+
+/// Turns every user trigger of the contract tables on or off, in one transaction.
+async fn set_triggers(pool: &PgPool, on: bool) -> anyhow::Result<()> {
+    let verb = if on { "ENABLE" } else { "DISABLE" };
+    let statements: String =
+        TRIGGER_TABLES.iter().map(|t| format!("ALTER TABLE {t} {verb} TRIGGER USER; ")).collect();
+    sqlx::raw_sql(&format!("BEGIN; {statements}COMMIT;")).execute(pool).await?;
+    Ok(())
+}
+
+/// What a loop's clients share: transactions committed so far, and when to stop.
+#[derive(Default)]
+struct Progress {
+    committed: AtomicU64,
+    stop: AtomicBool,
 }
 
 /// The median over the alternations of `mode`'s rate ÷ without's rate in the same alternation,
@@ -388,10 +534,7 @@ async fn switch(pool: &PgPool, server: &mut Server, from: Mode, to: Mode) -> any
         server.stop().await;
     }
     if from.triggers() != to.triggers() {
-        let verb = if to.triggers() { "ENABLE" } else { "DISABLE" };
-        for table in ["tasks", "runs", "effects", "operator_actions"] {
-            pool.execute(format!("ALTER TABLE {table} {verb} TRIGGER USER").as_str()).await?;
-        }
+        set_triggers(pool, to.triggers()).await?;
     }
     if to.server() && !from.server() {
         server.spawn().await?;
@@ -441,10 +584,10 @@ async fn prepare_phase(
     setup: &PgPool,
     lp: Loop,
     pools: &Pools,
-    args: &Args,
+    secs: u64,
 ) -> anyhow::Result<()> {
     match lp {
-        Loop::Finish => top_up_finish(setup, pools, FINISH_PER_SEC * args.write_secs as usize)
+        Loop::Finish => top_up_finish(setup, pools, FINISH_PER_SEC * secs as usize)
             .await
             .context("leasing tasks for a finish phase")?,
         Loop::Claim => {
@@ -496,20 +639,33 @@ const CATCH_UP_LIMIT: Duration = Duration::from_secs(60);
 /// the time they took.
 async fn run_loop(writers: &PgPool, lp: Loop, pools: &Pools, secs: Duration) -> anyhow::Result<(u64, f64)> {
     let started = Instant::now();
-    let deadline = started + secs;
-    let handles: Vec<_> = (0..pools.finish.len())
+    let progress = Arc::new(Progress::default());
+    let mut total = 0;
+    for h in spawn_clients(writers, lp, pools, started + secs, &progress) {
+        total += h.await.context("write client")??;
+    }
+    Ok((total, started.elapsed().as_secs_f64()))
+}
+
+/// Every client of a loop on its own task, until `deadline` or `progress.stop`.
+fn spawn_clients(
+    writers: &PgPool,
+    lp: Loop,
+    pools: &Pools,
+    deadline: Instant,
+    progress: &Arc<Progress>,
+) -> Vec<tokio::task::JoinHandle<anyhow::Result<u64>>> {
+    (0..pools.finish.len())
         .map(|c| {
             let writers = writers.clone();
             let heartbeat = pools.heartbeat[c].clone();
             let finish = pools.finish[c].clone();
-            tokio::spawn(async move { client_loop(writers, lp, c, heartbeat, finish, deadline).await })
+            let progress = progress.clone();
+            tokio::spawn(
+                async move { client_loop(writers, lp, c, heartbeat, finish, deadline, progress).await },
+            )
         })
-        .collect();
-    let mut total = 0;
-    for h in handles {
-        total += h.await.context("write client")??;
-    }
-    Ok((total, started.elapsed().as_secs_f64()))
+        .collect()
 }
 
 async fn client_loop(
@@ -519,13 +675,14 @@ async fn client_loop(
     heartbeat: Vec<Lease>,
     finish: Arc<Mutex<VecDeque<Lease>>>,
     deadline: Instant,
+    progress: Arc<Progress>,
 ) -> anyhow::Result<u64> {
     let mut conn = writers.acquire().await?;
     let worker = format!("{CLAIM_OWNER_PREFIX}{}", client + 1);
     let lease_len = chrono::Duration::hours(1);
     let mut done = 0u64;
     let mut i = 0usize;
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !progress.stop.load(Ordering::Relaxed) {
         let now = chrono::Utc::now();
         let mut tx = conn.begin().await?;
         match lp {
@@ -594,6 +751,7 @@ async fn client_loop(
         }
         tx.commit().await?;
         done += 1;
+        progress.committed.fetch_add(1, Ordering::Relaxed);
     }
     Ok(done)
 }
@@ -659,5 +817,32 @@ mod tests {
         assert!((paired_median(&samples, Loop::Finish, Mode::Installed) - 0.9).abs() < 1e-9);
         // A mode with no phases has no pairs.
         assert_eq!(paired_median(&samples, Loop::Finish, Mode::TriggersOnly), 0.0);
+    }
+
+    fn slice(lp: Loop, triggers: bool, tx_per_s: f64) -> Slice {
+        Slice { lp, triggers, tx_per_s }
+    }
+
+    #[test]
+    fn an_interleaved_ratio_compares_each_slice_with_triggers_with_its_neighbours() {
+        // The loop slows by a tenth from slice to slice (as the claim loop does): each slice with
+        // triggers is 0.9 of what the slices around it say it would be without, whatever the
+        // drift; the median over them per loop.
+        let mut slices = Vec::new();
+        for i in 0..7 {
+            let base = 1000.0 * 0.9f64.powi(i);
+            let triggers = i % 2 == 1;
+            slices.push(slice(Loop::Finish, triggers, if triggers { base * 0.9 } else { base }));
+        }
+        // Another loop's slices in between change nothing.
+        slices.insert(3, slice(Loop::Claim, true, 1.0));
+        let (n, r) = interleaved_ratio(&slices, Loop::Finish);
+        assert_eq!(n, 3);
+        assert!((r - 0.9).abs() < 1e-9, "{r}");
+        // A slice with triggers at an end, or none at all, is not compared.
+        let edge = [slice(Loop::Heartbeat, true, 90.0), slice(Loop::Heartbeat, false, 100.0)];
+        let (n, r) = interleaved_ratio(&edge, Loop::Heartbeat);
+        assert_eq!(n, 0);
+        assert!(r.is_nan());
     }
 }
