@@ -1515,7 +1515,10 @@ async fn lease_reports_serve_the_last_answer_while_computing_the_next(db: Db) {
     use lastword_store::leases::LeaseReports;
     let s = store(db);
     let db = s.db();
-    let now = Utc.timestamp_millis_opt(Utc::now().timestamp_millis()).unwrap();
+    // Half a second before the current second began: a background computation reads as of the
+    // clock truncated to the second (`read_now`), which can never equal it (the asker's `now`
+    // taken with its milliseconds could, in one run of a thousand, fall on .000).
+    let now = Utc.timestamp_millis_opt(Utc::now().timestamp() * 1000 - 500).unwrap();
     let task = new_task(db, "reply", "notification", "idempotent", now).await;
     RunRow::new(task, 1, "w1", now - Duration::minutes(5)).insert(db).await;
     let reports = LeaseReports::with_ttl(std::time::Duration::from_millis(1));
