@@ -3,9 +3,10 @@
 //! Every page is a lazy route: `cargo leptos build --split` puts each page's code (its views,
 //! its answer types' JSON readers) in wasm chunks of its own, so a first visit downloads the
 //! shell and the page it opened, not all eight (sizes: docs/bundle-size.md). The server names
-//! the chunks the page needs as `<link rel="preload">` (leptos reads cargo-leptos'
-//! `__wasm_split_manifest.json`), so hydration waits on no second round trip, and hydration
-//! itself waits for them (`crate::hydrate`). Every wasm build needs `--split` (scripts/test,
+//! what the page needs as `<link rel="preload">`: the page's pack, all its chunks in one file
+//! (`server/src/packs.rs`), or else each chunk (from cargo-leptos' `__wasm_split_manifest.json`),
+//! so hydration waits on no second round trip, and hydration itself waits for them
+//! (`crate::hydrate`). Every wasm build needs `--split` (scripts/test,
 //! scripts/run and scripts/bench pass it): without it the wasm imports a chunk loader that
 //! does not exist and no page comes alive, which the server says at start
 //! (`assets::check_bundle_is_split`).
@@ -84,11 +85,18 @@ pub fn App() -> impl IntoView {
     }
 }
 
-/// Names the chunks of the page being rendered as `<link rel="preload">` in the page's head, with
-/// the chunk loader as a module preload, so the browser fetches them with the shell.
+/// Where the server keeps a page's chunks packed into one file (`server/src/packs.rs`): the
+/// pack's file name for a route (`task`), if the server has one. Provided to every render.
+#[cfg(feature = "ssr")]
+#[derive(Clone)]
+pub struct ChunkPacks(pub std::sync::Arc<dyn Fn(&str) -> Option<String> + Send + Sync>);
+
+/// Names what the page being rendered needs of the bundle as `<link rel="preload">` in the page's
+/// head, with the chunk loader as a module preload, so the browser fetches them with the shell:
+/// the page's pack (all its chunks in one file) when the server has one, else each chunk.
 ///
-/// Leptos does this itself, but not reliably: its server integration provides the context that
-/// collects the lazy functions a render ran only after the render has started, and a route's
+/// Leptos names the chunks itself, but not reliably: its server integration provides the context
+/// that collects the lazy functions a render ran only after the render has started, and a route's
 /// view that runs first is lost (measured: `/timeline` named its chunks in about one request of
 /// three). The chunk keys in cargo-leptos' manifest are the lazy view functions' names,
 /// `__<route>_view_<hash>` (`#[lazy_route]` names the view `__<Route>_View`, `#[lazy]` puts it in
@@ -102,21 +110,37 @@ fn preload_chunks_of(route: &str) {
     let Some(manifest) = use_context::<leptos::WasmSplitManifest>() else { return };
     let Some(manifest) = manifest.0.try_read_value() else { return };
     let (pkg, chunks, loader) = &*manifest;
-    let key_prefix = format!("__{}_view_", route.to_lowercase());
+    let route = route.to_lowercase();
+    let key_prefix = format!("__{route}_view_");
     let nonce = leptos::nonce::use_nonce().map(|n| n.to_string()).unwrap_or_default();
-    let modules =
-        chunks.iter().filter(|(key, _)| key.starts_with(&key_prefix)).flat_map(|(_, modules)| modules);
-    for module in modules {
-        let _ = view! {
-            <Link
-                rel="preload"
-                href=format!("{pkg}/{module}.wasm")
-                as_="fetch"
-                type_="application/wasm"
-                crossorigin=nonce.clone()
-            />
+    let pack = use_context::<ChunkPacks>().and_then(|packs| (packs.0)(&route));
+    let files: Vec<String> = match pack {
+        Some(pack) => {
+            // Leptos would name the chunks as well when its race goes the other way: the lazy view
+            // registered itself (its first statement, before this) to be preloaded chunk by chunk.
+            // The pack holds them; a browser told of both would download them twice.
+            if let Some(prefetches) = use_context::<leptos::PrefetchLazyFn>() {
+                if let Some(mut keys) = prefetches.0.try_write_value() {
+                    keys.retain(|key| !key.starts_with(&key_prefix));
+                }
+            }
+            vec![pack]
         }
-        .to_html();
+        None => chunks
+            .iter()
+            .filter(|(key, _)| key.starts_with(&key_prefix))
+            .flat_map(|(_, modules)| modules.iter().map(|m| format!("{m}.wasm")))
+            .collect(),
+    };
+    for file in files {
+        let href = format!("{pkg}/{file}");
+        // A pack is not wasm itself: no type for it, so no browser skips it as unsupported.
+        let _ = if file.ends_with(".wasm") {
+            view! { <Link rel="preload" href as_="fetch" type_="application/wasm" crossorigin=nonce.clone() /> }
+                .to_html()
+        } else {
+            view! { <Link rel="preload" href as_="fetch" crossorigin=nonce.clone() /> }.to_html()
+        };
     }
     let _ = view! { <Link rel="modulepreload" href=format!("{pkg}/{loader}") crossorigin=nonce /> }.to_html();
 }

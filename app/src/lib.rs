@@ -11,6 +11,8 @@ pub mod live;
 pub mod pages;
 pub mod site;
 
+#[cfg(feature = "ssr")]
+pub use app::ChunkPacks;
 pub use app::{shell, App};
 
 /// The browser entry point: attaches the server-rendered page to the reactive system. Pages are

@@ -166,10 +166,11 @@ pub async fn measure_hot_reads(
     Ok(out)
 }
 
-/// What a first visit downloads besides the page: the /pkg files (wasm, js, css) its HTML
+/// What a first visit downloads besides the page: the /pkg files (wasm, js, css, pack) its HTML
 /// names. The bundle is split per page (`cargo leptos build --split`), so that is the shell's
 /// wasm, js and css, the chunk loader, and the opened page's wasm chunks, which the server
-/// names as preloads. Measured for every page, since an alert's link opens any of them.
+/// names as preloads: all of them in one pack (`server/src/packs.rs`), or each chunk when the
+/// server has no pack. Measured for every page, since an alert's link opens any of them.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PageWeight {
     /// The overview's (`/`) files, as the browser gets them: (path, bytes, encoding).
@@ -216,12 +217,15 @@ pub async fn page_weight(client: &Client, task: i64) -> anyhow::Result<PageWeigh
         let html = client.get(&page, false).await?;
         let files = pkg_files(&String::from_utf8_lossy(&html.body));
         anyhow::ensure!(!files.is_empty(), "{page} references no /pkg files");
-        // Each page is a lazy route: its HTML names its wasm chunks. None means the server binary
-        // and the site come from different builds (a chunk's name is derived from where its route
-        // is declared), and the count would leave out what the browser then fetches on demand.
+        // Each page is a lazy route: its HTML names its pack or its wasm chunks. Neither means the
+        // server binary and the site come from different builds (a chunk's name is derived from
+        // where its route is declared), and the count would leave out what the browser then
+        // fetches on demand.
         anyhow::ensure!(
-            files.iter().any(|f| f.ends_with(".wasm") && !f.trim_start_matches("/pkg/").starts_with("lastword")),
-            "{page} names no wasm chunk of its own: are the server binary and the site from the same `cargo leptos build --split`?"
+            files.iter().any(|f| {
+                f.ends_with(".pack") || (f.ends_with(".wasm") && !f.trim_start_matches("/pkg/").starts_with("lastword"))
+            }),
+            "{page} names neither a pack nor a wasm chunk of its own: are the server binary and the site from the same `cargo leptos build --split`?"
         );
         let (mut bytes, mut uncompressed) = (0, 0);
         for f in &files {
@@ -261,7 +265,9 @@ fn pkg_files(html: &str) -> Vec<String> {
             .find(|c: char| c == '"' || c == '\'' || c.is_whitespace() || c == '>' || c == '?')
             .unwrap_or(rest.len());
         let f = &rest[..end];
-        if [".wasm", ".js", ".css"].iter().any(|ext| f.ends_with(ext)) && !files.iter().any(|x| x == f) {
+        if [".wasm", ".js", ".css", ".pack"].iter().any(|ext| f.ends_with(ext))
+            && !files.iter().any(|x| x == f)
+        {
             files.push(f.to_string());
         }
     }
@@ -274,7 +280,10 @@ mod tests {
 
     #[test]
     fn pkg_files_are_found_once_in_order() {
-        let html = r#"<link rel="stylesheet" id="leptos" href="/pkg/lastword.css"><link rel="modulepreload" href="/pkg/lastword.js"><link rel="preload" href="/pkg/lastword.wasm" as="fetch"><script type="module">import('/pkg/lastword.js')</script>"#;
-        assert_eq!(pkg_files(html), vec!["/pkg/lastword.css", "/pkg/lastword.js", "/pkg/lastword.wasm"]);
+        let html = r#"<link rel="stylesheet" id="leptos" href="/pkg/lastword.css"><link rel="modulepreload" href="/pkg/lastword.js"><link rel="preload" href="/pkg/lastword.wasm" as="fetch"><link rel="preload" href="/pkg/pack_task.h.pack" as="fetch"><script type="module">import('/pkg/lastword.js')</script><a href="/pkg/notes.txt">"#;
+        assert_eq!(
+            pkg_files(html),
+            vec!["/pkg/lastword.css", "/pkg/lastword.js", "/pkg/lastword.wasm", "/pkg/pack_task.h.pack"]
+        );
     }
 }

@@ -679,7 +679,7 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         let _ = writeln!(
             s,
             "\nEvery page's first visit (the bundle is split per page: the shell, and the page's \
-             wasm chunks it names as preloads):\n\n| page | files | KB on the wire | uncompressed KB |\n|---|---|---|---|"
+             wasm chunks it names as preloads, packed into one file by the server):\n\n| page | files | KB on the wire | uncompressed KB |\n|---|---|---|---|"
         );
         for v in &p.pages {
             let _ = writeln!(

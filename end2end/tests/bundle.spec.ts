@@ -1,11 +1,14 @@
 // The browser bundle is split per page (`cargo leptos build --split`; app/src/app.rs): a first
-// visit fetches the shell's wasm and the opened page's chunk, every one of them named by the
-// page's HTML (so the browser starts them with the page, and hydration waits on no second
-// round trip), and another page's chunk arrives only when the browser goes there.
+// visit fetches the shell's wasm and the opened page's chunks, all of them in one pack
+// (server/src/packs.rs) named by the page's HTML (so the browser starts it with the page, and
+// hydration waits on no second round trip), and another page's chunks arrive one by one only
+// when the browser goes there.
 import { test, expect, hydrated } from "./support";
 
 /** A wasm file under /pkg/ other than the shell's (`lastword.wasm`, `lastword.<hash>.wasm`). */
 const isChunk = (path: string) => path.endsWith(".wasm") && !/^\/pkg\/lastword[._]/.test(path);
+/** A page's chunks packed into one file. */
+const isPack = (path: string) => /^\/pkg\/pack_[a-z_]+\.[^/]+\.pack$/.test(path);
 
 test("a first visit fetches only the files its page names; another page's chunk comes with the visit to it", async ({ page }) => {
   const fetched: string[] = [];
@@ -17,11 +20,14 @@ test("a first visit fetches only the files its page names; another page's chunk 
   const html = await response!.text();
   await hydrated(page);
   const named = [...new Set([...html.matchAll(/\/pkg\/[^"'\s>?]+/g)].map((m) => m[0]))];
-  expect(named.filter(isChunk).length, `the overview's chunk is preloaded: ${named.join(" ")}`).toBeGreaterThan(0);
-  expect(fetched.filter(isChunk).length, "the overview's chunk is loaded").toBeGreaterThan(0);
+  expect(named.filter(isPack), `the overview's pack is preloaded: ${named.join(" ")}`).toEqual([
+    expect.stringMatching(/^\/pkg\/pack_overview\./),
+  ]);
+  expect(new Set(fetched.filter(isPack)).size, "the overview's pack is loaded").toBe(1);
+  expect(fetched.filter(isChunk), "every chunk of the overview came in its pack").toEqual([]);
   for (const path of fetched) expect(named, `${path} was fetched but the page did not name it`).toContain(path);
-
-  // The timeline by the navigation bar: no page load, its own chunk fetched, the page alive.
+  // The timeline by the navigation bar: no page load, its own chunks fetched (one by one), the
+  // page alive, on a shell that came alive with chunks taken from the pack.
   const before = fetched.length;
   await page.locator('nav a[href="/timeline"]').click();
   await expect(page).toHaveURL(/\/timeline/);
@@ -31,7 +37,7 @@ test("a first visit fetches only the files its page names; another page's chunk 
   expect(fetched.slice(before).filter((p) => /^\/pkg\/lastword[._]/.test(p)), "the shell is not fetched again").toEqual([]);
 });
 
-test("every page's HTML names its own chunk, every time", async ({ request }) => {
+test("every page's HTML names its own pack, every time", async ({ request }) => {
   // Three renders each: leptos' own preloads were lost in some renders (a race in its server
   // integration), which this would catch.
   const pages: [string, string][] = [
@@ -45,8 +51,28 @@ test("every page's HTML names its own chunk, every time", async ({ request }) =>
   for (const [path, route] of pages) {
     for (let i = 0; i < 3; i++) {
       const html = await (await request.get(path)).text();
-      expect(html, `${path}, render ${i + 1}`).toMatch(new RegExp(`<link(?=[^>]*rel="preload")[^>]*/pkg/split___${route}_view_`));
+      expect(html, `${path}, render ${i + 1}`).toMatch(new RegExp(`<link(?=[^>]*rel="preload")[^>]*/pkg/pack_${route}\\.[^"]+\\.pack"`));
+      expect(html, `${path}, render ${i + 1}: its chunks come in the pack, never also one by one`).not.toMatch(
+        /\/pkg\/(chunk_|split_)[^"]*\.wasm/,
+      );
       expect(html, `${path}, render ${i + 1}: the chunk loader`).toMatch(/<link(?=[^>]*rel="modulepreload")[^>]*\/pkg\/__wasm_split\./);
     }
   }
+});
+
+test("a page whose pack does not arrive fetches its chunks one by one and comes alive", async ({ page }) => {
+  const fetched: string[] = [];
+  page.on("request", (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path.startsWith("/pkg/")) fetched.push(path);
+  });
+  await page.route("**/*.pack", (route) => route.fulfill({ status: 503, body: "unavailable" }));
+  await page.goto("/failures");
+  await hydrated(page);
+  expect(fetched.filter(isPack).length, "the pack was asked for").toBeGreaterThan(0);
+  expect(fetched.filter(isChunk).length, "then each chunk on its own").toBeGreaterThan(0);
+  // Alive: a client-side navigation to another page works.
+  await page.locator('nav a[href="/workers"]').click();
+  await expect(page).toHaveURL(/\/workers/);
+  await expect(page.locator("h1")).toContainText(/workers/i, { timeout: 20_000 });
 });

@@ -91,8 +91,8 @@ pub async fn bundle_cache_headers(
 /// every file it writes in the pkg directory: `<name>.<hash>.<js|wasm|css>` (the app's
 /// `lastword.<hash>.wasm`, a page's chunk `split_<page>_<n>.<hash>.wasm`, the chunk loader
 /// `__wasm_split.<hash>.js`), the hash an md5 in unpadded base64url (22 characters of
-/// `A-Z a-z 0-9 - _`). Files in subdirectories (wasm-bindgen's `snippets/`, never hashed) and
-/// anything else are not.
+/// `A-Z a-z 0-9 - _`), and a page's pack `pack_<page>.<the loader's hash>.pack` (`crate::packs`).
+/// Files in subdirectories (wasm-bindgen's `snippets/`, never hashed) and anything else are not.
 pub fn is_content_hashed(file: &str) -> bool {
     let mut parts = file.split('.');
     let (Some(name), Some(hash), Some(ext), None) = (parts.next(), parts.next(), parts.next(), parts.next())
@@ -105,7 +105,7 @@ pub fn is_content_hashed(file: &str) -> bool {
         && hash.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         // cargo-leptos' placeholder in the chunk loader's name when files are not hashed.
         && hash != "______________________"
-        && matches!(ext, "js" | "wasm" | "css")
+        && matches!(ext, "js" | "wasm" | "css" | "pack")
 }
 
 /// Pages are lazy routes (`app/src/app.rs`), so the wasm imports a chunk loader that only
@@ -185,6 +185,8 @@ mod tests {
             format!("split_overview_view_123.{hash}.wasm"),
             format!("chunk_2.{hash}.wasm"),
             format!("__wasm_split.{hash}.js"),
+            // The server's pack of a page's chunks, named with the loader's hash.
+            format!("pack_task.{hash}.pack"),
         ] {
             assert!(is_content_hashed(&chunk), "{chunk}");
         }
@@ -194,6 +196,7 @@ mod tests {
             "lastword_bg.wasm",
             "lastword.css",
             "__wasm_split.______________________.js",
+            "pack_task.______________________.pack",
             "__wasm_split_manifest.AbCdEfGhIjKlMnOpQr-_01.json",
             ".AbCdEfGhIjKlMnOpQr-_01.js",
             "lastword.AbCdEfGhIjKlMnOpQr-_0.js",

@@ -12,6 +12,7 @@ pub mod heap;
 pub mod live;
 pub mod metrics;
 pub mod notify;
+pub mod packs;
 pub mod rollups;
 pub mod routes;
 pub mod security;

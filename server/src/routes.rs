@@ -2,7 +2,7 @@
 //! Leptos, with their server functions), and static files. Tests call [`router`] directly.
 
 use crate::AppState;
-use crate::{api, assets, auth, events, health, metrics, security, shared_pages};
+use crate::{api, assets, auth, events, health, metrics, packs, security, shared_pages};
 use app::{shell, App};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -48,6 +48,10 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
     let leases = state.leases.clone();
     let options = state.leptos_options.clone();
     let bundle_cache = assets::BundleCache::new(&options);
+    let chunk_packs = packs::ChunkPacks::of_site(&options);
+    let pack_urls = chunk_packs.clone().map(|packs| {
+        app::ChunkPacks(std::sync::Arc::new(move |route: &str| packs.pack_of(route).map(str::to_string)))
+    });
     let sessions = state.auth.sessions.as_ref().map(|s| s.layer(state.auth.cookie_secure));
     let router = Router::new()
         .route("/healthz", get(health::healthz))
@@ -66,6 +70,9 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
                 provide_context(store.clone());
                 provide_context(site.clone());
                 provide_context(leases.clone());
+                if let Some(pack_urls) = &pack_urls {
+                    provide_context(pack_urls.clone());
+                }
                 // Where the page's live feed resumes from: the changes after the refresh its
                 // shared reads answer at (read before them, so nothing falls in between).
                 provide_context(app::live::LiveSnapshot {
@@ -93,6 +100,8 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
     };
     router
         .layer(axum::middleware::from_fn_with_state(state.request_timeout, cut_at_timeout))
+        // The chunk loader and the page packs, from memory; the cache headers as for the bundle.
+        .layer(axum::middleware::from_fn_with_state(chunk_packs, packs::serve))
         .layer(axum::middleware::from_fn_with_state(bundle_cache, assets::bundle_cache_headers))
         .layer(axum::middleware::from_fn(security::headers))
         .layer(assets::compression())

@@ -377,6 +377,106 @@ async fn the_bundle_is_precompressed_and_cached_for_good_only_under_a_content_ha
     );
 }
 
+/// A page's wasm chunks as one download: the server serves the chunk loader with its fetches
+/// routed through the page's pack, and each page's pack holds exactly the chunks the split
+/// manifest lists for it, in every encoding a browser may ask for (`server/src/packs.rs`).
+#[tokio::test]
+async fn a_pages_chunks_are_served_as_one_pack_and_the_loader_takes_them_from_it() {
+    let site = tempfile::tempdir().unwrap();
+    let pkg = site.path().join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    // An unhashed split build: fixed manifest and loader names, cargo-leptos' placeholder hash.
+    let loader = "__wasm_split.______________________.js";
+    std::fs::write(
+        pkg.join("__wasm_split_manifest.json"),
+        r#"{"__task_view_1":["chunk_1.x","split___task_view_1.y"],"__audit_view_1":["chunk_1.x"]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        pkg.join(loader),
+        "const a = makeLoad(() => { const src = fetch(new URL(\"./chunk_1.x.wasm\", import.meta.url)); }, []);\n\
+         const b = makeLoad(() => { const src = fetch(new URL(\"./split___task_view_1.y.wasm\", import.meta.url)); }, []);",
+    )
+    .unwrap();
+    // The manifest lists the smaller chunk first; the pack holds the larger first.
+    let shared: Vec<u8> = b"\0asm shared chunk ".repeat(100);
+    let own: Vec<u8> = b"\0asm the task page ".repeat(200);
+    std::fs::write(pkg.join("chunk_1.x.wasm"), &shared).unwrap();
+    std::fs::write(pkg.join("split___task_view_1.y.wasm"), &own).unwrap();
+    let options = leptos::prelude::LeptosOptions::builder()
+        .output_name("lastword")
+        .site_root(site.path().to_string_lossy().to_string())
+        .build();
+    let store = store_for(sqlite_memory().await, Tokens::default());
+    let app = router(AppState::new(options, store));
+    let send = |method: &str, uri: &str, encoding: Option<&str>| {
+        let mut request = Request::builder().method(method).uri(uri);
+        if let Some(encoding) = encoding {
+            request = request.header("accept-encoding", encoding);
+        }
+        app.clone().oneshot(request.body(Body::empty()).unwrap())
+    };
+    let header = |r: &axum::response::Response, name: &str| {
+        r.headers().get(name).map(|v| v.to_str().unwrap_or_default().to_string())
+    };
+    let body = |r: axum::response::Response| async move {
+        axum::body::to_bytes(r.into_body(), 1 << 24).await.unwrap()
+    };
+
+    let routed = send("GET", &format!("/pkg/{loader}"), None).await.unwrap();
+    assert_eq!(routed.status(), StatusCode::OK);
+    assert_eq!(header(&routed, "content-type").as_deref(), Some("text/javascript"));
+    assert_eq!(
+        header(&routed, "cache-control").as_deref(),
+        Some("no-cache"),
+        "an unhashed name is revalidated"
+    );
+    let routed = String::from_utf8(body(routed).await.to_vec()).unwrap();
+    assert!(routed.starts_with(lastword_server::packs::LOADER_PRELUDE), "{routed}");
+    assert_eq!(routed.matches("__lwFetch(new URL(\"./").count(), 2, "{routed}");
+
+    let pack = "/pkg/pack_task.______________________.pack";
+    let expected = lastword_server::packs::pack(&[
+        ("split___task_view_1".into(), own),
+        ("chunk_1".into(), shared.clone()),
+    ]);
+    let br = send("GET", pack, Some("gzip, deflate, br, zstd")).await.unwrap();
+    assert_eq!(br.status(), StatusCode::OK);
+    assert_eq!(header(&br, "content-encoding").as_deref(), Some("br"));
+    assert_eq!(header(&br, "vary").as_deref(), Some("accept-encoding"));
+    let compressed = body(br).await;
+    assert!(compressed.len() < expected.len() / 4, "compressed: {} of {}", compressed.len(), expected.len());
+    let mut unpacked = Vec::new();
+    brotli::BrotliDecompress(&mut &compressed[..], &mut unpacked).unwrap();
+    assert_eq!(unpacked, expected, "the task page's chunks, whole, the largest first");
+
+    let gzip = send("GET", pack, Some("gzip, br;q=0")).await.unwrap();
+    assert_eq!(header(&gzip, "content-encoding").as_deref(), Some("gzip"), "br;q=0 refuses brotli");
+    let mut ungz = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body(gzip).await[..]), &mut ungz).unwrap();
+    assert_eq!(ungz, expected);
+    let plain = send("GET", pack, None).await.unwrap();
+    assert_eq!(header(&plain, "content-encoding"), None);
+    assert_eq!(body(plain).await.to_vec(), expected);
+
+    // The audit page's pack holds its one chunk.
+    let audit = body(send("GET", "/pkg/pack_audit.______________________.pack", None).await.unwrap()).await;
+    assert_eq!(audit.to_vec(), lastword_server::packs::pack(&[("chunk_1".into(), shared)]));
+
+    let head = send("HEAD", pack, Some("br")).await.unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
+    assert!(body(head).await.is_empty(), "HEAD sends no body");
+    let post = send("POST", pack, None).await.unwrap();
+    assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(
+        send("GET", "/pkg/pack_nosuch.______________________.pack", None).await.unwrap().status(),
+        StatusCode::NOT_FOUND
+    );
+    // The chunks themselves stay where they were, for pages navigated to later.
+    let chunk = send("GET", "/pkg/chunk_1.x.wasm", None).await.unwrap();
+    assert_eq!(chunk.status(), StatusCode::OK);
+}
+
 /// Every response carries the security headers; a page's policy names the nonce its own inline
 /// scripts carry (a fresh one per render), and nothing else inline may run.
 #[tokio::test]

@@ -9,10 +9,18 @@ use lastword_core::action::count_tasks;
 use lastword_core::{ActionKind, BulkOutcome, BulkRequeueRequest};
 use leptos::prelude::*;
 
+/// The bulk re-queue as the page shows it, with a wasm chunk of its own loaded on first use: it
+/// opens only on an operator's click, never with the page, so the page's first visit does not
+/// download it (docs/bundle-size.md). Called in a `Suspense`: the first call waits for the chunk.
+#[lazy]
+pub fn bulk_requeue_panel(scope: BulkScope, open: RwSignal<bool>, done: Callback<String>) -> AnyView {
+    view! { <BulkRequeue scope open done /> }.into_any()
+}
+
 /// The open panel; `open` is cleared by Cancel and after an applied re-queue, when `done` gets
 /// the sentence to show.
 #[component]
-pub fn BulkRequeue(scope: BulkScope, open: RwSignal<bool>, done: Callback<String>) -> impl IntoView {
+fn BulkRequeue(scope: BulkScope, open: RwSignal<bool>, done: Callback<String>) -> impl IntoView {
     let ui = BulkUi::new();
     // One per confirmation: a double click or a retried request applies once.
     let request_id = StoredValue::new(new_request_id(ActionKind::Requeue));

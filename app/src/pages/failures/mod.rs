@@ -13,7 +13,7 @@ use crate::components::since::SinceSelect;
 use crate::components::time::{human_duration, Time};
 use crate::components::trace::TraceLink;
 use crate::pages::{bad_filter_view, live_version, loaded};
-use bulk::BulkRequeue;
+use bulk::bulk_requeue_panel;
 use lastword_core::{Cause, CauseFacets, ReclaimReason, RunListItem, RunPage, RunState, TraceLinks};
 use leptos::prelude::*;
 use leptos_router::components::Form;
@@ -273,19 +273,21 @@ pub fn FailuresPage() -> impl IntoView {
                         })
                 }}
             </Suspense>
-            {move || {
-                (bulk_open.get())
-                    .then(|| bulk_scope.get())
-                    .flatten()
-                    .map(|scope| {
-                        let done = Callback::new(move |m: String| {
-                            bulk_done.set(Some(m));
-                            selected.set(Vec::new());
-                            answer.refetch();
-                        });
-                        view! { <BulkRequeue scope=scope open=bulk_open done=done /> }
-                    })
-            }}
+            <Suspense>
+                {move || {
+                    (bulk_open.get())
+                        .then(|| bulk_scope.get())
+                        .flatten()
+                        .map(|scope| {
+                            let done = Callback::new(move |m: String| {
+                                bulk_done.set(Some(m));
+                                selected.set(Vec::new());
+                                answer.refetch();
+                            });
+                            Suspend::new(bulk_requeue_panel(scope, bulk_open, done))
+                        })
+                }}
+            </Suspense>
             {loaded(
                 "Loading runs…",
                 "runs",
