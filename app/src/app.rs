@@ -89,7 +89,11 @@ pub fn App() -> impl IntoView {
 /// pack's file name for a route (`task`), if the server has one. Provided to every render.
 #[cfg(feature = "ssr")]
 #[derive(Clone)]
-pub struct ChunkPacks(pub std::sync::Arc<dyn Fn(&str) -> Option<String> + Send + Sync>);
+pub struct ChunkPacks(pub std::sync::Arc<PackNameOf>);
+
+/// A route's name (`task`) to its pack's file name, if the server packed that route.
+#[cfg(feature = "ssr")]
+pub type PackNameOf = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 /// Names what the page being rendered needs of the bundle as `<link rel="preload">` in the page's
 /// head, with the chunk loader as a module preload, so the browser fetches them with the shell:

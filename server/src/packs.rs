@@ -74,9 +74,9 @@ async function __lwFetch(url) {
 const CHUNK_FETCH: &str = "fetch(new URL(\"./";
 const PACKED_FETCH: &str = "__lwFetch(new URL(\"./";
 
-/// A file served from memory in each encoding a browser may ask for. Brotli and gzip are made on
-/// first need (once: later askers wait for the first), the background thread making brotli for
-/// every pack right after start.
+/// A file served from memory in each encoding a browser may ask for. Brotli is made by the
+/// background thread right after start ([`ChunkPacks::compress_in_background`]) and gzip on first
+/// need; each once (later askers of one being made wait for it).
 struct Served {
     content_type: &'static str,
     identity: Bytes,
@@ -114,6 +114,19 @@ impl Served {
             out.write_all(&self.identity).expect("writing to memory");
             out.into_inner().into()
         })
+    }
+
+    /// The body and its `Content-Encoding` for a request taking brotli and/or gzip. Brotli at its
+    /// best level takes a second or two per pack; a request arriving before the background
+    /// thread has made it gets gzip (tens of milliseconds; a few KB more) rather than waiting,
+    /// unless brotli is all it takes.
+    fn encoded(&self, takes_br: bool, takes_gzip: bool) -> (Bytes, Option<&'static str>) {
+        match (takes_br, takes_gzip) {
+            (true, _) if self.br.get().is_some() => (self.br().clone(), Some("br")),
+            (_, true) => (self.gzip().clone(), Some("gzip")),
+            (true, false) => (self.br().clone(), Some("br")),
+            (false, false) => (self.identity.clone(), None),
+        }
     }
 
     fn gzip(&self) -> &Bytes {
@@ -215,11 +228,14 @@ impl ChunkPacks {
         self.by_route.get(route).map(String::as_str)
     }
 
-    /// Compresses every pack with brotli on a thread of its own, so the first visitor of each
-    /// page after a start rarely waits (a visitor asking earlier waits for that one pack).
+    /// Compresses every pack with brotli on a thread of its own (about 4 s of one core for a
+    /// release bundle's 8 packs), scheduled only when a core is otherwise idle: the server often
+    /// shares its machine with the database and the runners it watches, and they come first.
+    /// Until a pack's brotli is ready its visitors get gzip ([`Served::encoded`]).
     fn compress_in_background(self: &Arc<Self>) {
         let packs = self.clone();
         let spawned = std::thread::Builder::new().name("lastword-packs".into()).spawn(move || {
+            run_when_idle();
             let started = std::time::Instant::now();
             packs.loader.1.br();
             for pack in packs.packs.values() {
@@ -253,17 +269,11 @@ pub async fn serve(State(packs): State<Option<Arc<ChunkPacks>>>, request: Reques
     let (want_br, want_gzip) = (accepts(&request, "br"), accepts(&request, "gzip"));
     let is_head = request.method() == Method::HEAD;
     let packs = packs.clone();
-    // Compressing a pack the background thread has not reached yet takes up to a second or two:
-    // off the async workers.
+    // Compressing takes milliseconds (gzip) to a second or two (brotli, for a client taking
+    // nothing else before the background thread made it): off the async workers.
     let answer = tokio::task::spawn_blocking(move || {
         let file = packs.file(&name).expect("checked above");
-        let (body, coding) = if want_br {
-            (file.br().clone(), Some("br"))
-        } else if want_gzip {
-            (file.gzip().clone(), Some("gzip"))
-        } else {
-            (file.identity.clone(), None)
-        };
+        let (body, coding) = file.encoded(want_br, want_gzip);
         (file.content_type, body, coding)
     })
     .await;
@@ -279,6 +289,24 @@ pub async fn serve(State(packs): State<Option<Arc<ChunkPacks>>>, request: Reques
         headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding));
     }
     response
+}
+
+/// Puts the calling thread in Linux's `SCHED_IDLE` class: it runs only on a core nothing else
+/// wants. Elsewhere, or if refused, it runs as any thread (and says so).
+fn run_when_idle() {
+    #[cfg(target_os = "linux")]
+    {
+        use thread_priority::unix::{
+            set_thread_priority_and_policy, thread_native_id, NormalThreadSchedulePolicy,
+            ThreadSchedulePolicy,
+        };
+        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+        if let Err(e) =
+            set_thread_priority_and_policy(thread_native_id(), thread_priority::ThreadPriority::Min, idle)
+        {
+            tracing::info!(error = ?e, "page packs are compressed at normal priority");
+        }
+    }
 }
 
 /// Whether the request's `Accept-Encoding` takes `coding` (`br;q=0` refuses it).
@@ -425,6 +453,41 @@ mod tests {
         }
         assert_eq!(at, packed.len());
         assert_eq!(read, files);
+    }
+
+    #[test]
+    fn a_request_before_brotli_is_ready_gets_gzip_rather_than_wait() {
+        let body: Vec<u8> = (0..20_000u32).flat_map(|i| (i % 97).to_le_bytes()).collect();
+        let served = Served::new("application/octet-stream", body.clone(), Quality::Fast);
+        let coding = |br, gzip| served.encoded(br, gzip).1;
+        assert_eq!(coding(true, true), Some("gzip"), "brotli not made yet");
+        assert!(served.br.get().is_none(), "and the request did not make it");
+        assert_eq!(coding(false, false), None);
+        assert_eq!(served.encoded(false, false).0, body);
+        // A client taking brotli alone waits for it; from then on every brotli taker gets it.
+        assert_eq!(coding(true, false), Some("br"));
+        assert_eq!(coding(true, true), Some("br"));
+        assert_eq!(coding(false, true), Some("gzip"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_background_thread_runs_only_on_an_idle_core() {
+        use thread_priority::unix::{
+            thread_schedule_policy, NormalThreadSchedulePolicy, ThreadSchedulePolicy,
+        };
+        let policy = std::thread::spawn(|| {
+            run_when_idle();
+            thread_schedule_policy()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(policy.unwrap(), ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle));
+        assert_ne!(
+            thread_schedule_policy().unwrap(),
+            ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+            "only the thread that asked"
+        );
     }
 
     #[test]
