@@ -27,6 +27,8 @@ pub fn hydrate() {
         let Some(body) = web_sys::window().and_then(|w| w.document()).and_then(|d| d.body()) else {
             return;
         };
+        // Lazy parts the server rendered open must be loaded before hydration reaches them.
+        components::confirm::load_before_hydration().await;
         leptos::mount::hydrate_from_async(body.clone(), App).await.forget();
         // A marker for browser tests (and the curious): event handlers are attached from here on.
         let _ = body.set_attribute("data-hydrated", "true");

@@ -76,3 +76,41 @@ test("a page whose pack does not arrive fetches its chunks one by one and comes 
   await expect(page).toHaveURL(/\/workers/);
   await expect(page.locator("h1")).toContainText(/workers/i, { timeout: 20_000 });
 });
+
+test("a task's confirmation form is a chunk of its own, fetched on the click, and hydrated when the server sends it open", async ({ page }) => {
+  const fetched: string[] = [];
+  page.on("request", (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path.startsWith("/pkg/")) fetched.push(path);
+  });
+  // A task that can be re-queued now (the demo fleet moves them: a queued one cannot).
+  let taskPath = "";
+  await expect(async () => {
+    const { runs } = await (await page.request.get("/api/v1/runs?state=acted,no_action,skip&limit=5")).json();
+    expect(runs.length).toBeGreaterThan(0);
+    fetched.length = 0;
+    taskPath = `/tasks/${runs[0].task_id}`;
+    await page.goto(taskPath);
+    await hydrated(page);
+    await expect(page.getByTestId("requeue-open")).toBeEnabled({ timeout: 1000 });
+  }).toPass({ timeout: 30_000 });
+  expect(fetched.filter(isChunk), "a first visit takes the page's chunks from its pack, and not the form's").toEqual([]);
+  await page.getByTestId("requeue-open").click();
+  await expect(page.getByTestId("confirm-form")).toBeVisible();
+  expect(fetched.filter(isChunk).length, "the form's chunk came with the click").toBeGreaterThan(0);
+
+  // A failure row's link opens the page with the form open: the server renders it, and the
+  // browser loads the form's chunk before hydrating, so the server's form is the live one.
+  const response = await page.goto(`${taskPath}?act=requeue`);
+  expect(await response!.text()).toContain('data-testid="confirm-form"');
+  await hydrated(page);
+  await expect(page.getByTestId("confirm-form")).toHaveCount(1);
+  await expect(page.getByTestId("confirm")).toBeDisabled();
+  await page.getByTestId("reason").fill("e2e: the hydrated form answers");
+  for (const tick of ["fence", "unsafe-ack", "retry-deterministic"]) {
+    if (await page.getByTestId(tick).isVisible()) await page.getByTestId(tick).check();
+  }
+  await expect(page.getByTestId("confirm")).toBeEnabled();
+  await page.getByTestId("cancel").click();
+  await expect(page.getByTestId("confirm-form")).toHaveCount(0);
+});

@@ -321,13 +321,22 @@ fn accepts(request: &Request, coding: &str) -> bool {
     })
 }
 
-/// The loader with every chunk fetch routed through [`LOADER_PRELUDE`], or `None` if it makes
-/// no chunk fetch of the shape cargo-leptos writes.
+/// The loader with every chunk fetch routed through [`LOADER_PRELUDE`] and its comment lines
+/// left out, or `None` if it makes no chunk fetch of the shape cargo-leptos writes.
 pub fn route_chunk_fetches(loader: &str) -> Option<String> {
     if !loader.contains(CHUNK_FETCH) || loader.contains("__lwFetch") {
         return None;
     }
-    Some(format!("{LOADER_PRELUDE}{}", loader.replace(CHUNK_FETCH, PACKED_FETCH)))
+    let routed: Vec<&str> = loader.lines().filter(|line| !is_comment_line(line)).collect();
+    Some(format!("{LOADER_PRELUDE}{}\n", routed.join("\n").replace(CHUNK_FETCH, PACKED_FETCH)))
+}
+
+/// A line that is one block comment and nothing else. The generated loader names, above each
+/// chunk, every page that uses it: a third of its text (measured: 71.0 KB raw, 5.2 KB brotli as
+/// built; 46.4 and 4.5 without those lines), downloaded by every first visit and read by no one.
+fn is_comment_line(line: &str) -> bool {
+    let line = line.trim();
+    line.starts_with("/*") && line.ends_with("*/") && line.find("*/") == Some(line.len() - 2)
 }
 
 /// `files` as one pack (the format is in the module's header).
@@ -419,6 +428,7 @@ mod tests {
     #[test]
     fn the_loader_fetches_every_chunk_through_the_pack() {
         let loader = "import { initSync } from \"./lastword.x.js\";\n\
+            /* __audit_view_1, __failures_view_1 */\n\
             const __chunk_9 = makeLoad(() => {\n\
                 const src = fetch(new URL(\"./chunk_9.abc.wasm\", import.meta.url));\n\
                 return async (imports) => (WebAssembly.instantiateStreaming(src, imports));\n\
@@ -428,9 +438,21 @@ mod tests {
         assert!(routed.starts_with(LOADER_PRELUDE));
         assert_eq!(routed.matches("__lwFetch(new URL(\"./").count(), 2);
         assert!(!routed[LOADER_PRELUDE.len()..].contains(" fetch(new URL"), "{routed}");
+        assert!(!routed.contains("__audit_view_1"), "comment lines are left out: {routed}");
+        assert!(routed.contains("const __chunk_9 = makeLoad(() => {\n"), "code lines stay whole: {routed}");
         // A loader of another shape, or one already routed, is left alone.
         assert_eq!(route_chunk_fetches("const src = fetchChunk(\"./chunk_9.wasm\");"), None);
         assert_eq!(route_chunk_fetches(&routed), None);
+    }
+
+    #[test]
+    fn only_lines_that_are_one_comment_are_comment_lines() {
+        assert!(is_comment_line("/* __audit_view_1, __task_view_2 */"));
+        assert!(is_comment_line("   /* x */  "));
+        assert!(!is_comment_line("/* a */ const b = 1; /* c */"));
+        assert!(!is_comment_line("const a = \"/* not a comment */\";"));
+        assert!(!is_comment_line("/* opens here"));
+        assert!(!is_comment_line("}"));
     }
 
     #[test]

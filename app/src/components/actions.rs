@@ -5,12 +5,12 @@
 //! [`ActionUi`], owned by the page, so a refetch of the task (live updates, or after the
 //! action) does not lose what the operator typed; the page also stops refetching on live
 //! updates while a confirmation is open, so the epoch it submits is the one on screen. The page
-//! sends what the form submits and turns the answer into [`Feedback`].
+//! sends what the form submits and turns the answer into [`Feedback`]. The open form itself is
+//! a lazy part of the page (`components::confirm`).
 
-use lastword_core::action::{lease_live, requeue_changes, MAX_REASON, MAX_REFERENCE};
-use lastword_core::{
-    ActionKind, ActionOutcome, ActionRequest, AttentionKind, Effect, ErrorCause, Task, TaskDetail,
-};
+use crate::components::confirm::{confirm_form, OpenConfirmation, Requirements};
+use lastword_core::action::lease_live;
+use lastword_core::{ActionKind, ActionOutcome, ActionRequest, AttentionKind, ErrorCause, Task, TaskDetail};
 use leptos::prelude::*;
 
 /// What the last action said, shown above the task until the next one.
@@ -162,33 +162,6 @@ pub fn ActionFeedback(ui: ActionUi) -> impl IntoView {
     }
 }
 
-/// What a confirmation must have before it can be sent, decided once per task as of its read.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Requirements {
-    /// A live lease holder: the operator must choose to fence it.
-    fence: bool,
-    /// An unsafe task: the operator must acknowledge its effects may run again.
-    unsafe_ack: bool,
-    /// The last run failed deterministically: the operator must say the cause is fixed.
-    retry_ok: bool,
-}
-
-impl Requirements {
-    /// Whether the form as filled in may be submitted.
-    fn met(&self, ui: &ActionUi) -> bool {
-        !ui.reason.get().trim().is_empty()
-            && match ui.open.get() {
-                Some(ActionKind::Requeue) => {
-                    (!self.fence || ui.fence.get())
-                        && (!self.unsafe_ack || ui.unsafe_ack.get())
-                        && (!self.retry_ok || ui.retry_deterministic.get())
-                }
-                Some(ActionKind::Acknowledge) => ui.attention.get().is_some(),
-                _ => true,
-            }
-    }
-}
-
 /// The buttons and the open confirmation. `submit` sends the confirmed action; `pending` is
 /// true while it is on its way. `doomed`: the deterministic cause the task's last run failed
 /// with (a re-queue asks the operator to confirm it was fixed; `RetryPolicy::doomed_by`).
@@ -201,7 +174,6 @@ pub fn TaskActions(
     doomed: Option<ErrorCause>,
 ) -> impl IntoView {
     let task = detail.task.clone();
-    let task_id = task.id;
     // As of the read, not the wall clock: the server's HTML and the hydrated page must agree on
     // whether a re-queue has to fence a live holder (the server decides again when it applies).
     let live = lease_live(task.status, task.owner.as_deref(), task.lease_expires_at, detail.as_of);
@@ -211,17 +183,19 @@ pub fn TaskActions(
         retry_ok: doomed.is_some(),
     };
     let compensated = task.compensated_at.is_some();
-    let on_submit = {
-        let task = task.clone();
-        move |ev: leptos::ev::SubmitEvent| {
-            ev.prevent_default();
-            if let Some(kind) = ui.open.get_untracked() {
-                submit.run((task.id, kind, ui.request(kind, &task)));
-            }
-        }
-    };
-    let can_submit = move || needs.met(&ui) && !pending.get();
     let items = detail.attention.clone();
+    // Whether a form is open, not which: switching forms redraws inside the form, not the form.
+    let is_open = Memo::new(move |_| ui.open.get().is_some());
+    let open = OpenConfirmation {
+        task: task.clone(),
+        effects: detail.effects.clone(),
+        items: items.clone(),
+        ui,
+        needs,
+        doomed,
+        submit,
+        pending,
+    };
 
     view! {
         <section class="actions" aria-labelledby="actions-title" data-testid="actions">
@@ -233,85 +207,7 @@ pub fn TaskActions(
                 compensated=compensated
                 first_item=items.first().copied()
             />
-            <Show when=move || ui.open.get().is_some()>
-                <form class="confirm" data-testid="confirm-form" on:submit=on_submit.clone()>
-                    {
-                        let (task, effects, items) = (task.clone(), detail.effects.clone(), items.clone());
-                        move || match ui.open.get() {
-                            Some(ActionKind::Requeue) => {
-                                view! {
-                                    <RequeueConfirm
-                                        task=task.clone()
-                                        effects=effects.clone()
-                                        ui=ui
-                                        needs=needs
-                                        doomed=doomed
-                                    />
-                                }
-                                    .into_any()
-                            }
-                            Some(ActionKind::Compensate) => {
-                                view! { <CompensateConfirm task_id=task_id ui=ui /> }.into_any()
-                            }
-                            Some(ActionKind::Uncompensate) => {
-                                view! {
-                                    <h3>{format!("Undo the compensation mark on task #{task_id}")}</h3>
-                                    <p>
-                                        "The task goes back on the needs-attention lists; the original mark stays in the audit trail."
-                                    </p>
-                                }
-                                    .into_any()
-                            }
-                            Some(ActionKind::Acknowledge) => {
-                                view! { <AcknowledgeConfirm task_id=task_id items=items.clone() ui=ui /> }
-                                    .into_any()
-                            }
-                            None => ().into_any(),
-                        }
-                    }
-                    <label class="field">
-                        {move || {
-                            if ui.open.get() == Some(ActionKind::Acknowledge) {
-                                "Note (required, everyone sees it: what you are doing, e.g. \"investigating — refund team paged\")"
-                            } else {
-                                "Reason (required, goes to the audit trail)"
-                            }
-                        }}
-                        <textarea
-                            data-testid="reason"
-                            required=true
-                            maxlength=MAX_REASON
-                            rows="2"
-                            prop:value=move || ui.reason.get()
-                            on:input=move |ev| ui.reason.set(event_target_value(&ev))
-                        ></textarea>
-                    </label>
-                    <div class="action-buttons">
-                        <button
-                            type="submit"
-                            class="btn btn-danger"
-                            data-testid="confirm"
-                            disabled=move || !can_submit()
-                        >
-                            {move || match ui.open.get() {
-                                Some(ActionKind::Requeue) => format!("Re-queue task #{task_id}"),
-                                Some(ActionKind::Compensate) => "Mark compensated".to_string(),
-                                Some(ActionKind::Uncompensate) => "Undo compensation".to_string(),
-                                Some(ActionKind::Acknowledge) => "Acknowledge".to_string(),
-                                None => String::new(),
-                            }}
-                        </button>
-                        <button
-                            type="button"
-                            class="btn btn-quiet"
-                            data-testid="cancel"
-                            on:click=move |_| ui.open.set(None)
-                        >
-                            "Cancel"
-                        </button>
-                    </div>
-                </form>
-            </Show>
+            <Suspense>{move || is_open.get().then(|| Suspend::new(confirm_form(open.clone())))}</Suspense>
         </section>
     }
 }
@@ -383,144 +279,6 @@ fn ActionButtons(
                     }
                 })}
         </div>
-    }
-}
-
-/// A re-queue's confirmation: exactly what changes, and the explicit choices it needs.
-#[component]
-fn RequeueConfirm(
-    task: Task,
-    effects: Vec<Effect>,
-    ui: ActionUi,
-    needs: Requirements,
-    doomed: Option<ErrorCause>,
-) -> impl IntoView {
-    let owner = task.owner.clone().unwrap_or_default();
-    let expires = task.lease_expires_at.map(lastword_core::action::fmt_time).unwrap_or_default();
-    let epoch = task.lease_epoch;
-    view! {
-        <h3>{format!("Re-queue task #{}", task.id)}</h3>
-        <p>"This will, in one transaction with its audit entry:"</p>
-        <ul data-testid="requeue-changes">
-            {requeue_changes(&task).into_iter().map(|c| view! { <li>{c}</li> }).collect_view()}
-        </ul>
-        {needs
-            .fence
-            .then(|| {
-                view! {
-                    <label class="fence" data-testid="fence-choice">
-                        <Checkbox checked=ui.fence testid="fence" />
-                        {format!(
-                            " Fence {owner}: it holds a live lease until {expires} (epoch {epoch}). Its heartbeat and final write will be rejected; anything it does after that is a lost-lease completion.",
-                        )}
-                    </label>
-                }
-            })}
-        {doomed
-            .map(|cause| {
-                view! {
-                    <div class="banner banner-warn" data-testid="deterministic-warning">
-                        <strong>
-                            {format!(
-                                "The last run failed with {}: a re-run of the same input fails the same way.",
-                                cause.as_str(),
-                            )}
-                        </strong>
-                        <label>
-                            <Checkbox checked=ui.retry_deterministic testid="retry-deterministic" />
-                            " The cause is fixed (smaller input, larger context): re-queue anyway"
-                        </label>
-                    </div>
-                }
-            })}
-        {needs
-            .unsafe_ack
-            .then(|| {
-                view! {
-                    <div class="banner banner-warn" data-testid="unsafe-warning">
-                        <strong>"Unsafe task: its effects may run again."</strong>
-                        {if effects.is_empty() {
-                            view! { <p>"No effects recorded so far."</p> }.into_any()
-                        } else {
-                            view! {
-                                <p>"Already recorded:"</p>
-                                <ul>
-                                    {effects
-                                        .iter()
-                                        .map(|e| {
-                                            view! {
-                                                <li>
-                                                    <code>{e.kind.clone()}</code>
-                                                    " key "
-                                                    <code>{e.idempotency_key.clone()}</code>
-                                                    {format!(" under epoch {}", e.lease_epoch)}
-                                                </li>
-                                            }
-                                        })
-                                        .collect_view()}
-                                </ul>
-                            }
-                                .into_any()
-                        }}
-                        <label>
-                            <Checkbox checked=ui.unsafe_ack testid="unsafe-ack" />
-                            " I understand these effects may run again"
-                        </label>
-                    </div>
-                }
-            })}
-    }
-}
-
-/// Marking a task compensated: what it records, and an optional reference.
-#[component]
-fn CompensateConfirm(task_id: i64, ui: ActionUi) -> impl IntoView {
-    view! {
-        <h3>{format!("Mark task #{task_id} compensated")}</h3>
-        <p>
-            "Records that the duplicate effect was compensated: the task leaves the needs-attention lists and shows who did it, when and why."
-        </p>
-        <label class="field">
-            "Reference (ticket, refund id) — optional"
-            <input
-                type="text"
-                data-testid="reference"
-                maxlength=MAX_REFERENCE
-                prop:value=move || ui.reference.get()
-                on:input=move |ev| ui.reference.set(event_target_value(&ev))
-            />
-        </label>
-    }
-}
-
-/// Taking an attention item: which one.
-#[component]
-fn AcknowledgeConfirm(task_id: i64, items: Vec<AttentionKind>, ui: ActionUi) -> impl IntoView {
-    view! {
-        <h3>{format!("Acknowledge task #{task_id}")}</h3>
-        <p>
-            "Says you have it: everyone sees who took it, when, and your note (below). Nothing on the task changes."
-        </p>
-        <fieldset class="field" data-testid="attention-choice">
-            <legend>"Item"</legend>
-            {items
-                .into_iter()
-                .map(|k| {
-                    view! {
-                        <label>
-                            <input
-                                type="radio"
-                                name="attention"
-                                value=k.as_str()
-                                prop:checked=move || ui.attention.get() == Some(k)
-                                on:change=move |_| ui.attention.set(Some(k))
-                            />
-                            {format!(" {}", k.label())}
-                        </label>
-                    }
-                })
-                .collect_view()}
-        </fieldset>
     }
 }
 

@@ -4,6 +4,7 @@ pub mod actions;
 pub mod audit_line;
 pub mod badges;
 pub mod bulk;
+pub mod confirm;
 pub mod layout;
 pub mod meter;
 pub mod segmented;
