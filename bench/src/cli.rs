@@ -106,9 +106,10 @@ pub struct Args {
     #[arg(long, default_value_t = 3)]
     pub alternations: usize,
 
-    /// Seconds each runner write loop runs once more, no server, with the triggers switched off
-    /// and on every 2 s: what the triggers alone cost, free of the drift between phases
-    /// (bench/src/writes.rs). 0 skips it.
+    /// Seconds each runner write loop runs twice more with the mode switched every 2 s: the
+    /// triggers off and on (no server), then the triggers off with the server paused and on
+    /// with it running. What lastword costs, free of the drift between phases; the second is
+    /// `runner_write_ratio` (bench/src/writes.rs). 0 skips both.
     #[arg(long, default_value_t = 60)]
     pub interleave_secs: u64,
 

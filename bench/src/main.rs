@@ -7,6 +7,7 @@
 //! `main` only wires the steps together; each step lives in its own module.
 
 mod cli;
+mod cpu;
 mod crowd;
 mod db;
 mod explain;

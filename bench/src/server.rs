@@ -104,11 +104,33 @@ impl Server {
         }
     }
 
-    /// SIGTERM, then SIGKILL if it has not stopped within ten seconds.
+    /// Stops the running process where it is (`SIGSTOP`): it uses no CPU and sends the
+    /// database nothing until [`Server::resume`]. For measuring what a running server costs
+    /// in slices seconds apart (bench/src/writes.rs), where restarting it would take longer
+    /// than a slice.
+    pub async fn pause(&self) -> anyhow::Result<()> {
+        self.signal("STOP").await
+    }
+
+    /// Lets a paused process go on (`SIGCONT`); harmless on a running one.
+    pub async fn resume(&self) -> anyhow::Result<()> {
+        self.signal("CONT").await
+    }
+
+    async fn signal(&self, name: &str) -> anyhow::Result<()> {
+        let pid = self.pid().context("the server is not running")?;
+        let status = Command::new("kill").args([format!("-{name}"), pid.to_string()]).status().await?;
+        anyhow::ensure!(status.success(), "kill -{name} {pid}: {status}");
+        Ok(())
+    }
+
+    /// SIGTERM (and SIGCONT, in case it was paused), then SIGKILL if it has not stopped within
+    /// ten seconds.
     pub async fn stop(&mut self) {
         let Some(mut child) = self.child.take() else { return };
         if let Some(pid) = child.id() {
             let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status().await;
+            let _ = Command::new("kill").args(["-CONT", &pid.to_string()]).status().await;
         }
         match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
             Ok(_) => {}
@@ -119,7 +141,6 @@ impl Server {
         }
     }
 
-    /// The server's resident memory (`VmRSS` in /proc/<pid>/status), in MB.
     /// What the server's allocator holds allocated (`lastword_heap_allocated_bytes` on
     /// `/metrics`), in MB: beside the RSS it tells memory in use from memory kept. `None` when
     /// the server does not report it.
@@ -135,6 +156,7 @@ impl Server {
         Some(bytes / (1024.0 * 1024.0))
     }
 
+    /// The server's resident memory (`VmRSS` in /proc/<pid>/status), in MB.
     pub fn rss_mb(&self) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
         let kb: f64 = status

@@ -18,11 +18,18 @@
 //!
 //! Phases a few seconds long, minutes apart, also differ by whatever else the machine did
 //! meanwhile (the triggers-only ÷ without ratio of the same loop moved by ±10 % from one
-//! alternation to the next, more than the triggers cost). So each loop also runs once more
-//! with no server while the triggers are switched off and on every [`SLICE`] ([`interleave`]):
-//! each slice with triggers is compared with the slices just before and after it, seconds
-//! apart ([`interleaved_ratio`]). That measures what the triggers alone cost to within a few percent; the phases measure
-//! what the running server adds.
+//! alternation to the next, more than the triggers cost; two *without* finish phases of one
+//! small run gave 2 799 and 3 342 tx/s). So each loop also runs twice more with the mode
+//! switched every [`SLICE`] within the run ([`interleave`]): once between *without* and
+//! *triggers only*, once between *without* and *installed* — the server is paused
+//! (`SIGSTOP`) in the slices without and resumed (`SIGCONT`) in the slices installed, so it
+//! follows the changes of exactly the slices that wrote them. Each slice of the mode is
+//! compared with the slices just before and after it, seconds apart ([`interleaved_ratio`]);
+//! drift cancels, and the installed run's figure is the benchmark's `runner_write_ratio`
+//! (the phases' is kept beside it).
+//!
+//! Every phase and slice also records where the machine's cores went ([`crate::cpu`]): the
+//! server's own process, PostgreSQL's, the benchmark's.
 //!
 //! The server's share is the work it does for what the runner writes (following `change_log`,
 //! recounting the rollups those changes touched). Inside the installed phase that work spills
@@ -76,14 +83,20 @@ pub struct Sample {
     pub transactions: u64,
     pub secs: f64,
     pub tx_per_s: f64,
+    /// Where the machine's cores went meanwhile (absent without `/proc`).
+    pub cpu: Option<crate::cpu::Usage>,
 }
 
 /// One counted slice of an interleaved run ([`interleave`]).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Slice {
     pub lp: Loop,
-    pub triggers: bool,
+    /// The mode the run switched to and from (triggers only or installed).
+    pub run: Mode,
+    /// This slice's: `run` or without.
+    pub mode: Mode,
     pub tx_per_s: f64,
+    pub cpu: Option<crate::cpu::Usage>,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -106,10 +119,14 @@ pub struct Writes {
     pub paired_triggers_only_ratio: f64,
     /// The interleaved runs' slices, in order, per loop.
     pub slices: Vec<Slice>,
-    /// (loop, slices with triggers compared, the median of their ratios: [`interleaved_ratio`]).
+    /// (loop, slices with triggers compared, the median of their ratios: [`interleaved_ratio`]),
+    /// triggers only.
     pub interleaved: Vec<(Loop, usize, f64)>,
     /// Geometric mean of the interleaved ratios (NaN when not measured).
     pub interleaved_ratio: f64,
+    /// The same, installed (triggers and the running server) ÷ without.
+    pub interleaved_installed: Vec<(Loop, usize, f64)>,
+    pub interleaved_installed_ratio: f64,
 }
 
 /// The three loops, in the order every phase runs them.
@@ -178,7 +195,10 @@ pub async fn measure(
             }
             for lp in LOOPS {
                 prepare_phase(pool, &setup, lp, &pools, args.write_secs).await?;
+                let before = crate::cpu::Snapshot::take(server.pid());
                 let (transactions, took) = run_loop(&writers, lp, &pools, secs).await?;
+                let cpu =
+                    before.zip(crate::cpu::Snapshot::take(server.pid())).map(|(b, a)| b.usage_until(&a));
                 let s = Sample {
                     alternation,
                     mode,
@@ -186,10 +206,12 @@ pub async fn measure(
                     transactions,
                     secs: took,
                     tx_per_s: transactions as f64 / took,
+                    cpu,
                 };
                 println!(
-                    "writes: #{alternation} {mode:?} {lp:?}: {:.0} tx/s ({transactions} in {took:.1} s)",
-                    s.tx_per_s
+                    "writes: #{alternation} {mode:?} {lp:?}: {:.0} tx/s ({transactions} in {took:.1} s); {}",
+                    s.tx_per_s,
+                    cpu.map_or_else(|| "CPU not read".to_string(), |c| c.to_string())
                 );
                 samples.push(s);
             }
@@ -200,14 +222,39 @@ pub async fn measure(
     }
     let mut slices = Vec::new();
     if args.interleave_secs > 0 {
-        switch(pool, server, mode, Mode::Without).await?;
-        mode = Mode::Without;
-        for lp in LOOPS {
-            prepare_phase(pool, &setup, lp, &pools, args.interleave_secs).await?;
-            slices.extend(
-                interleave(pool, &writers, lp, &pools, Duration::from_secs(args.interleave_secs)).await?,
-            );
+        for run in [Mode::TriggersOnly, Mode::Installed] {
+            // Every run starts without: triggers off, and no server (triggers only) or a paused
+            // one that has followed every change so far (installed).
+            switch(pool, server, mode, Mode::Without).await?;
+            mode = Mode::Without;
+            if run.server() {
+                server.spawn().await?;
+                caught_up(pool).await?;
+                stream = open_stream(http).await?;
+                server.pause().await?;
+            }
+            let each = Duration::from_secs(args.interleave_secs);
+            for lp in LOOPS {
+                prepare_phase(pool, &setup, lp, &pools, args.interleave_secs).await?;
+                let run_slices = interleave(pool, server, &writers, lp, &pools, each, run).await;
+                if run.server() {
+                    // Resumed whatever happened, so nothing later waits on a stopped process.
+                    server.resume().await?;
+                }
+                slices.extend(run_slices?);
+                if run.server() && lp != Loop::Finish {
+                    server.pause().await?;
+                }
+            }
+            if run.server() {
+                // Running, triggers off: put the triggers back and it is installed again.
+                set_triggers(pool, true).await?;
+                mode = Mode::Installed;
+            }
         }
+    }
+    if let Some(s) = stream.take() {
+        s.abort();
     }
     if mode != Mode::Installed {
         switch(pool, server, mode, Mode::Installed).await?;
@@ -263,22 +310,25 @@ pub async fn measure(
         );
     }
     println!("writes: paired overall {paired_ratio:.3}; triggers only {paired_triggers_only_ratio:.3}");
-    let interleaved: Vec<(Loop, usize, f64)> = if slices.is_empty() {
-        Vec::new()
-    } else {
-        LOOPS
+    let interleaved_of = |run: Mode| -> (Vec<(Loop, usize, f64)>, f64) {
+        if !slices.iter().any(|s| s.run == run) {
+            return (Vec::new(), f64::NAN);
+        }
+        let per_loop: Vec<(Loop, usize, f64)> = LOOPS
             .into_iter()
             .map(|lp| {
-                let (n, r) = interleaved_ratio(&slices, lp);
+                let (n, r) = interleaved_ratio(&slices, lp, run);
                 (lp, n, r)
             })
-            .collect()
+            .collect();
+        let overall = geometric_mean(per_loop.iter().map(|i| i.2));
+        for (lp, n, r) in &per_loop {
+            println!("writes: {lp:?} interleaved: {run:?} ÷ without {r:.3} (median of {n} slices)");
+        }
+        (per_loop, overall)
     };
-    let interleaved_ratio =
-        if interleaved.is_empty() { f64::NAN } else { geometric_mean(interleaved.iter().map(|i| i.2)) };
-    for (lp, n, r) in &interleaved {
-        println!("writes: {lp:?} interleaved: triggers ÷ without {r:.3} (median of {n} slices)");
-    }
+    let (interleaved, interleaved_ratio) = interleaved_of(Mode::TriggersOnly);
+    let (interleaved_installed, interleaved_installed_ratio) = interleaved_of(Mode::Installed);
     Ok(Writes {
         clients,
         leased_tasks: leased,
@@ -293,19 +343,44 @@ pub async fn measure(
         slices,
         interleaved,
         interleaved_ratio,
+        interleaved_installed,
+        interleaved_installed_ratio,
     })
 }
 
-/// For each slice with triggers that has a slice without on both sides, its rate ÷ the geometric
-/// mean of those two; how many there were and their median (NaN for none). The geometric mean
-/// cancels a drift that changes the rate by the same factor from slice to slice (the claim loop
-/// slows so: each claim walks past the leases earlier claims took), and a steady linear drift
-/// all but exactly.
-fn interleaved_ratio(slices: &[Slice], lp: Loop) -> (usize, f64) {
-    let of_loop: Vec<&Slice> = slices.iter().filter(|s| s.lp == lp).collect();
-    let mut ratios: Vec<f64> = of_loop
+impl Writes {
+    /// The judged figure: installed ÷ without from the interleaved run when it was measured
+    /// (drift cancels within seconds), else from the alternating phases.
+    pub fn headline_ratio(&self) -> f64 {
+        if self.interleaved_installed_ratio.is_finite() {
+            self.interleaved_installed_ratio
+        } else {
+            self.ratio
+        }
+    }
+
+    /// The median over the interleaved installed slices of loop `lp` of the server's cores.
+    pub fn median_server_cores(&self, lp: Loop) -> Option<f64> {
+        let mut cores: Vec<f64> = self
+            .slices
+            .iter()
+            .filter(|s| s.lp == lp && s.mode == Mode::Installed)
+            .filter_map(|s| Some(s.cpu?.server))
+            .collect();
+        (!cores.is_empty()).then(|| crate::stats::Summary::of_ms(&mut cores).p50_ms)
+    }
+}
+
+/// For each slice of the interleaved run `run` in that mode that has a slice without on both
+/// sides, its rate ÷ the geometric mean of those two; how many there were and their median (NaN
+/// for none). The geometric mean cancels a drift that changes the rate by the same factor from
+/// slice to slice (the claim loop slows so: each claim walks past the leases earlier claims
+/// took), and a steady linear drift all but exactly.
+fn interleaved_ratio(slices: &[Slice], lp: Loop, run: Mode) -> (usize, f64) {
+    let of_run: Vec<&Slice> = slices.iter().filter(|s| s.lp == lp && s.run == run).collect();
+    let mut ratios: Vec<f64> = of_run
         .windows(3)
-        .filter(|w| w[1].triggers && !w[0].triggers && !w[2].triggers)
+        .filter(|w| w[1].mode == run && w[0].mode == Mode::Without && w[2].mode == Mode::Without)
         .map(|w| w[1].tx_per_s / (w[0].tx_per_s * w[2].tx_per_s).sqrt())
         .filter(|r| r.is_finite())
         .collect();
@@ -315,16 +390,20 @@ fn interleaved_ratio(slices: &[Slice], lp: Loop) -> (usize, f64) {
     (ratios.len(), crate::stats::Summary::of_ms(&mut ratios).p50_ms)
 }
 
-/// One run of `lp` for about `total`, no server, its user triggers switched off and on every
-/// [`SLICE`] (starting and ending off, so every slice with triggers lies between two without).
-/// A switch is one transaction over the four tables, so every writer's transaction runs whole
-/// under one setting; a slice is counted from [`SETTLE`] after its switch committed.
+/// One run of `lp` for about `total`, switched between without and `run` every [`SLICE`]
+/// (starting and ending without, so every slice of `run` lies between two without): the user
+/// triggers off and on, and for `run` installed the server paused and resumed (it must be
+/// running and paused when called). A trigger switch is one transaction over the four tables,
+/// so every writer's transaction runs whole under one setting; a slice is counted from
+/// [`SETTLE`] after its switch.
 async fn interleave(
     pool: &PgPool,
+    server: &mut Server,
     writers: &PgPool,
     lp: Loop,
     pools: &Pools,
     total: Duration,
+    run: Mode,
 ) -> anyhow::Result<Vec<Slice>> {
     let per_slice = (SLICE + SETTLE).as_secs_f64();
     let count = ((total.as_secs_f64() / per_slice) as usize).max(3) | 1;
@@ -335,29 +414,57 @@ async fn interleave(
     let mut slices = Vec::with_capacity(count);
     let mut failed = None;
     for i in 0..count {
-        let triggers = i % 2 == 1;
-        if let Err(e) = set_triggers(pool, triggers).await {
+        let mode = if i % 2 == 1 { run } else { Mode::Without };
+        if let Err(e) = switch_slice(pool, server, run, mode).await {
             failed = Some(e);
             break;
         }
         tokio::time::sleep(SETTLE).await;
+        let before = crate::cpu::Snapshot::take(server.pid());
         let (from, started) = (progress.committed.load(Ordering::Relaxed), Instant::now());
         tokio::time::sleep(SLICE).await;
         let done = progress.committed.load(Ordering::Relaxed) - from;
-        slices.push(Slice { lp, triggers, tx_per_s: done as f64 / started.elapsed().as_secs_f64() });
+        let tx_per_s = done as f64 / started.elapsed().as_secs_f64();
+        let cpu = before.zip(crate::cpu::Snapshot::take(server.pid())).map(|(b, a)| b.usage_until(&a));
+        slices.push(Slice { lp, run, mode, tx_per_s, cpu });
     }
     progress.stop.store(true, Ordering::Relaxed);
     for c in clients {
         c.await.context("write client")??;
     }
-    set_triggers(pool, false).await?;
+    switch_slice(pool, server, run, Mode::Without).await?;
     if let Some(e) = failed {
-        return Err(e.context("switching the triggers within a loop"));
+        return Err(e.context("switching modes within a loop"));
     }
-    let rates: Vec<String> =
-        slices.iter().map(|s| format!("{}{:.0}", if s.triggers { "+" } else { "" }, s.tx_per_s)).collect();
-    println!("writes: {lp:?} interleaved (+ with triggers): {}", rates.join(" "));
+    let rates: Vec<String> = slices
+        .iter()
+        .map(|s| format!("{}{:.0}", if s.mode == Mode::Without { "" } else { "+" }, s.tx_per_s))
+        .collect();
+    println!("writes: {lp:?} interleaved (+ {run:?}): {}", rates.join(" "));
+    let server_cores: Vec<String> = slices
+        .iter()
+        .filter(|s| s.mode == Mode::Installed)
+        .filter_map(|s| s.cpu.map(|c| format!("{:.2}", c.server)))
+        .collect();
+    if !server_cores.is_empty() {
+        println!("writes: {lp:?} interleaved: the server's cores in its slices: {}", server_cores.join(" "));
+    }
     Ok(slices)
+}
+
+/// Puts the database and the server in `mode` for the next slice of the interleaved run `run`:
+/// the triggers on or off, and in the installed run the server resumed or paused. Pausing comes
+/// before the triggers go off and resuming after they come on, so the server never runs in a
+/// slice without. (The triggers-only run has no server.)
+async fn switch_slice(pool: &PgPool, server: &mut Server, run: Mode, mode: Mode) -> anyhow::Result<()> {
+    if run.server() && !mode.server() {
+        server.pause().await?;
+    }
+    set_triggers(pool, mode.triggers()).await?;
+    if run.server() && mode.server() {
+        server.resume().await?;
+    }
+    Ok(())
 }
 
 /// Turns every user trigger of the contract tables on or off, in one transaction.
@@ -799,7 +906,15 @@ mod tests {
     use super::*;
 
     fn sample(alternation: usize, mode: Mode, tx_per_s: f64) -> Sample {
-        Sample { alternation, mode, lp: Loop::Finish, transactions: tx_per_s as u64, secs: 1.0, tx_per_s }
+        Sample {
+            alternation,
+            mode,
+            lp: Loop::Finish,
+            transactions: tx_per_s as u64,
+            secs: 1.0,
+            tx_per_s,
+            cpu: None,
+        }
     }
 
     #[test]
@@ -820,7 +935,8 @@ mod tests {
     }
 
     fn slice(lp: Loop, triggers: bool, tx_per_s: f64) -> Slice {
-        Slice { lp, triggers, tx_per_s }
+        let mode = if triggers { Mode::TriggersOnly } else { Mode::Without };
+        Slice { lp, run: Mode::TriggersOnly, mode, tx_per_s, cpu: None }
     }
 
     #[test]
@@ -836,12 +952,27 @@ mod tests {
         }
         // Another loop's slices in between change nothing.
         slices.insert(3, slice(Loop::Claim, true, 1.0));
-        let (n, r) = interleaved_ratio(&slices, Loop::Finish);
+        let (n, r) = interleaved_ratio(&slices, Loop::Finish, Mode::TriggersOnly);
+        assert_eq!(n, 3);
+        assert!((r - 0.9).abs() < 1e-9, "{r}");
+        // The installed run of the same loop is its own: none of these slices count for it,
+        // and its slices do not count for triggers only.
+        assert_eq!(interleaved_ratio(&slices, Loop::Finish, Mode::Installed).0, 0);
+        let installed =
+            |mode, tx_per_s| Slice { lp: Loop::Finish, run: Mode::Installed, mode, tx_per_s, cpu: None };
+        slices.extend([
+            installed(Mode::Without, 100.0),
+            installed(Mode::Installed, 50.0),
+            installed(Mode::Without, 100.0),
+        ]);
+        let (n, r) = interleaved_ratio(&slices, Loop::Finish, Mode::Installed);
+        assert_eq!((n, r), (1, 0.5));
+        let (n, r) = interleaved_ratio(&slices, Loop::Finish, Mode::TriggersOnly);
         assert_eq!(n, 3);
         assert!((r - 0.9).abs() < 1e-9, "{r}");
         // A slice with triggers at an end, or none at all, is not compared.
         let edge = [slice(Loop::Heartbeat, true, 90.0), slice(Loop::Heartbeat, false, 100.0)];
-        let (n, r) = interleaved_ratio(&edge, Loop::Heartbeat);
+        let (n, r) = interleaved_ratio(&edge, Loop::Heartbeat, Mode::TriggersOnly);
         assert_eq!(n, 0);
         assert!(r.is_nan());
     }

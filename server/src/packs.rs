@@ -17,6 +17,14 @@
 //!
 //! A pack is `LWPK`, a little-endian `u32` count, then per chunk a `u32` name length, the name
 //! ([`chunk_name`]: `chunk_9`), a `u32` body length and the body; the largest chunk first.
+//!
+//! A release bundle's brotli forms (about 4 s of one core for the eight packs) are kept beside
+//! the bundle as `<file>.lastword-cache.br` once made, so a restarted server (a deploy, a crash,
+//! the benchmark's phases) reads them instead of compressing again beside the runners it
+//! watches: with them made at every start, a runner's heartbeat loop ran at 0.8 of its speed
+//! for the seconds the compression took (bench/src/writes.rs, 2026-12-07). A cached form is
+//! used only if it decompresses to exactly the file; a bundle directory the server may not
+//! write to just means compressing at every start, as before.
 
 use crate::assets;
 use axum::body::Body;
@@ -70,19 +78,36 @@ async function __lwFetch(url) {
 }
 "#;
 
+/// What a brotli form kept between runs adds to its file's name ([`Served::cached_in`]).
+const BR_CACHE_SUFFIX: &str = ".lastword-cache.br";
+
+/// Keeps `br` at `path` for the next start, written whole under another name and renamed, so
+/// servers sharing a bundle never read half a file; best effort (a read-only bundle is fine).
+fn write_br_cache(path: &Path, br: &[u8]) {
+    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+    let written = std::fs::write(&temporary, br).and_then(|()| std::fs::rename(&temporary, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temporary);
+        tracing::debug!(path = %path.display(), error = %e, "page pack: brotli not kept for the next start");
+    }
+}
+
 /// The call the generated loader makes for every chunk, and what it becomes.
 const CHUNK_FETCH: &str = "fetch(new URL(\"./";
 const PACKED_FETCH: &str = "__lwFetch(new URL(\"./";
 
-/// A file served from memory in each encoding a browser may ask for. Brotli is made by the
-/// background thread right after start ([`ChunkPacks::compress_in_background`]) and gzip on first
-/// need; each once (later askers of one being made wait for it).
+/// A file served from memory in each encoding a browser may ask for. Brotli is made (or read
+/// from its cache file) by the background thread right after start
+/// ([`ChunkPacks::compress_in_background`]) and gzip on first need; each once (later askers of
+/// one being made wait for it).
 struct Served {
     content_type: &'static str,
     identity: Bytes,
     quality: Quality,
     br: OnceLock<Bytes>,
     gzip: OnceLock<Bytes>,
+    /// Where the brotli form is kept between runs (release bundles only).
+    br_cache: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy)]
@@ -101,19 +126,42 @@ impl Served {
             quality,
             br: OnceLock::new(),
             gzip: OnceLock::new(),
+            br_cache: None,
         }
+    }
+
+    /// The same, its brotli form kept in `dir` under `name` + [`BR_CACHE_SUFFIX`].
+    fn cached_in(self, dir: &Path, name: &str) -> Self {
+        Served { br_cache: Some(dir.join(format!("{name}{BR_CACHE_SUFFIX}"))), ..self }
     }
 
     fn br(&self) -> &Bytes {
         self.br.get_or_init(|| {
+            if let Some(cached) = self.br_cache.as_deref().and_then(|path| self.read_br_cache(path)) {
+                return cached;
+            }
             let (level, window) = match self.quality {
                 Quality::Best => (11, 24),
                 Quality::Fast => (4, 22),
             };
             let mut out = brotli::CompressorWriter::new(Vec::new(), 64 * 1024, level, window);
             out.write_all(&self.identity).expect("writing to memory");
-            out.into_inner().into()
+            let made: Bytes = out.into_inner().into();
+            if let Some(path) = &self.br_cache {
+                write_br_cache(path, &made);
+            }
+            made
         })
+    }
+
+    /// The cached brotli form at `path` if there is one and it decompresses to exactly this
+    /// file (a few milliseconds; anything else — another build's file, a torn write — is
+    /// made again).
+    fn read_br_cache(&self, path: &Path) -> Option<Bytes> {
+        let cached = std::fs::read(path).ok()?;
+        let mut unpacked = Vec::with_capacity(self.identity.len());
+        brotli::BrotliDecompress(&mut &cached[..], &mut unpacked).ok()?;
+        (unpacked == self.identity).then(|| cached.into())
     }
 
     /// The body and its `Content-Encoding` for a request taking brotli and/or gzip. Brotli at its
@@ -195,6 +243,11 @@ impl ChunkPacks {
         // A release bundle is precompressed beside each file; a debug one is not.
         let quality =
             if pkg.join(format!("{}.br", names.loader)).is_file() { Quality::Best } else { Quality::Fast };
+        // Only brotli at its best level is worth keeping between runs.
+        let cached = |served: Served, name: &str| match quality {
+            Quality::Best => served.cached_in(pkg, name),
+            Quality::Fast => served,
+        };
         let mut packs = BTreeMap::new();
         let mut by_route = HashMap::new();
         for (key, modules) in &manifest {
@@ -209,15 +262,16 @@ impl ChunkPacks {
             // (measured on the release build: 0.8 to 1.1 KB less per page than the manifest's order).
             files.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
             let file = format!("pack_{route}.{}.pack", names.hash);
-            packs.insert(
-                file.clone(),
-                Arc::new(Served::new("application/octet-stream", pack(&files), quality)),
-            );
+            let served = cached(Served::new("application/octet-stream", pack(&files), quality), &file);
+            packs.insert(file.clone(), Arc::new(served));
             by_route.insert(route.to_string(), file);
         }
         Ok(ChunkPacks {
             prefix: prefix.to_string(),
-            loader: (names.loader.clone(), Served::new("text/javascript", routed.into_bytes(), quality)),
+            loader: (
+                names.loader.clone(),
+                cached(Served::new("text/javascript", routed.into_bytes(), quality), &names.loader),
+            ),
             packs,
             by_route,
         })
@@ -229,9 +283,11 @@ impl ChunkPacks {
     }
 
     /// Compresses every pack with brotli on a thread of its own (about 4 s of one core for a
-    /// release bundle's 8 packs), scheduled only when a core is otherwise idle: the server often
-    /// shares its machine with the database and the runners it watches, and they come first.
-    /// Until a pack's brotli is ready its visitors get gzip ([`Served::encoded`]).
+    /// release bundle's 8 packs, or milliseconds when an earlier start kept them), scheduled only
+    /// when a core is otherwise idle: the server often shares its machine with the database and
+    /// the runners it watches, and they come first. (Idle priority alone did not make it free:
+    /// the runner's loops leave a core idle between round trips, and the compression filled
+    /// those gaps.) Until a pack's brotli is ready its visitors get gzip ([`Served::encoded`]).
     fn compress_in_background(self: &Arc<Self>) {
         let packs = self.clone();
         let spawned = std::thread::Builder::new().name("lastword-packs".into()).spawn(move || {
@@ -510,6 +566,39 @@ mod tests {
             ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
             "only the thread that asked"
         );
+    }
+
+    #[test]
+    fn brotli_is_kept_for_the_next_start_and_used_only_if_it_is_this_file() {
+        let dir = std::env::temp_dir().join(format!("lastword-packs-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let body: Vec<u8> = (0..30_000u32).flat_map(|i| (i % 89).to_le_bytes()).collect();
+        let served =
+            || Served::new("application/octet-stream", body.clone(), Quality::Best).cached_in(&dir, "p.pack");
+        let path = dir.join(format!("p.pack{BR_CACHE_SUFFIX}"));
+        let made = served().br().clone();
+        assert_eq!(std::fs::read(&path).unwrap(), made, "kept beside the bundle");
+        // The next start reads it: a valid brotli form of the same file made at another level
+        // (so distinguishable from what compressing again would give) is served as it is.
+        let mut other = brotli::CompressorWriter::new(Vec::new(), 4096, 1, 22);
+        other.write_all(&body).unwrap();
+        let other = other.into_inner();
+        assert_ne!(other, made[..]);
+        std::fs::write(&path, &other).unwrap();
+        assert_eq!(served().br()[..], other[..], "read, not made again");
+        // Another file's brotli, or bytes that are not brotli, are not used: made again and kept.
+        let mut stranger = brotli::CompressorWriter::new(Vec::new(), 4096, 1, 22);
+        stranger.write_all(b"another build's pack").unwrap();
+        for wrong in [stranger.into_inner(), b"torn".to_vec()] {
+            std::fs::write(&path, &wrong).unwrap();
+            assert_eq!(served().br(), &made);
+            assert_eq!(std::fs::read(&path).unwrap(), made);
+        }
+        // A directory it may not write to: served all the same.
+        let nowhere = Served::new("application/octet-stream", body.clone(), Quality::Best)
+            .cached_in(&dir.join("missing"), "p.pack");
+        assert_eq!(nowhere.br(), &made);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
