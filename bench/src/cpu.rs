@@ -48,6 +48,26 @@ impl std::fmt::Display for Usage {
     }
 }
 
+/// A phase's measurement: started before it, finished after it. `None` throughout where there
+/// is no `/proc`.
+pub struct Meter {
+    server: Option<u32>,
+    start: Option<Snapshot>,
+}
+
+impl Meter {
+    /// Takes the first snapshot now; `server` is the dashboard's process id when it runs.
+    pub fn start(server: Option<u32>) -> Meter {
+        Meter { server, start: Snapshot::take(server) }
+    }
+
+    /// What was used since [`Meter::start`].
+    pub fn finish(self) -> Option<Usage> {
+        let start = self.start?;
+        Some(start.usage_until(&Snapshot::take(self.server)?))
+    }
+}
+
 impl Snapshot {
     /// Reads the counters now; `server` is the dashboard's process id when it runs.
     pub fn take(server: Option<u32>) -> Option<Snapshot> {

@@ -195,10 +195,9 @@ pub async fn measure(
             }
             for lp in LOOPS {
                 prepare_phase(pool, &setup, lp, &pools, args.write_secs).await?;
-                let before = crate::cpu::Snapshot::take(server.pid());
+                let meter = crate::cpu::Meter::start(server.pid());
                 let (transactions, took) = run_loop(&writers, lp, &pools, secs).await?;
-                let cpu =
-                    before.zip(crate::cpu::Snapshot::take(server.pid())).map(|(b, a)| b.usage_until(&a));
+                let cpu = meter.finish();
                 let s = Sample {
                     alternation,
                     mode,
@@ -420,12 +419,12 @@ async fn interleave(
             break;
         }
         tokio::time::sleep(SETTLE).await;
-        let before = crate::cpu::Snapshot::take(server.pid());
+        let meter = crate::cpu::Meter::start(server.pid());
         let (from, started) = (progress.committed.load(Ordering::Relaxed), Instant::now());
         tokio::time::sleep(SLICE).await;
         let done = progress.committed.load(Ordering::Relaxed) - from;
         let tx_per_s = done as f64 / started.elapsed().as_secs_f64();
-        let cpu = before.zip(crate::cpu::Snapshot::take(server.pid())).map(|(b, a)| b.usage_until(&a));
+        let cpu = meter.finish();
         slices.push(Slice { lp, run, mode, tx_per_s, cpu });
     }
     progress.stop.store(true, Ordering::Relaxed);

@@ -118,6 +118,46 @@ test("failure filters round-trip through the URL", async ({ page }) => {
   await other.close();
 });
 
+test("a live refresh keeps the page's answer on screen until the next one replaces it: lists, counts and facets never blink out", async ({
+  page,
+}) => {
+  test.setTimeout(120_000);
+  // Each page, the server function its live refreshes call, and what must stay on screen.
+  const pages = [
+    { path: "/failures", fn: "/api/fn/failures", kept: ['[data-testid="runs"]', "[data-facet]"] },
+    { path: "/?window=1h", fn: "/api/fn/overview", kept: ['[data-testid="state-counts"]', '[data-testid="lease-panel"]'] },
+    { path: "/workers", fn: "/api/fn/workers", kept: ['[data-testid="workers"]'] },
+  ];
+  for (const { path, fn, kept } of pages) {
+    // The failures list needs a failure to show; the demo fleet has one within seconds.
+    await expect(async () => {
+      await page.goto(path);
+      await expect(page.locator(kept[0])).toBeVisible({ timeout: 1000 });
+    }).toPass({ timeout: 30_000 });
+    await hydrated(page);
+    for (const part of kept) await expect(page.locator(part).first()).toBeVisible();
+    // Every time the DOM settles, is each kept part still there? (A refresh that swaps one
+    // answer for the next within a task never shows a gap, and is not counted.)
+    await page.evaluate((kept) => {
+      const w = window as any;
+      w.__gaps = [];
+      new MutationObserver(() => {
+        for (const part of kept) if (!document.querySelector(part)) w.__gaps.push(part);
+      }).observe(document.body, { childList: true, subtree: true });
+    }, kept);
+    let answered = 0;
+    const count = (r: { url(): string }) => {
+      if (new URL(r.url()).pathname === fn) answered++;
+    };
+    page.on("response", count);
+    await expect.poll(() => answered, { timeout: 60_000 }).toBeGreaterThanOrEqual(3);
+    page.off("response", count);
+    expect(await page.evaluate(() => (window as any).__gaps), `${path}: parts gone during ${answered} refreshes`).toEqual(
+      [],
+    );
+  }
+});
+
 test("keyboard: ? opens the shortcut help, g f goes to failures", async ({ page }) => {
   await page.goto("/");
   await hydrated(page);

@@ -6,7 +6,8 @@
 //! if the set moved.
 
 use crate::components::actions::Checkbox;
-use lastword_core::action::{count_tasks, MAX_REASON};
+use crate::components::reason::ReasonField;
+use lastword_core::action::count_tasks;
 use lastword_core::{BulkOptions, BulkPreview};
 use leptos::prelude::*;
 
@@ -229,17 +230,11 @@ pub fn PreviewBody(
                         </div>
                     }
                 })}
-            <label class="field">
-                "Reason (required, goes to the audit trail)"
-                <textarea
-                    data-testid="bulk-reason"
-                    required=true
-                    maxlength=MAX_REASON
-                    rows="2"
-                    prop:value=move || reason.get()
-                    on:input=move |ev| reason.set(event_target_value(&ev))
-                ></textarea>
-            </label>
+            <ReasonField
+                reason=reason
+                label="Reason (required, goes to the audit trail)"
+                testid="bulk-reason"
+            />
             <div class="action-buttons">
                 <button
                     type="submit"

@@ -12,7 +12,8 @@
 //! [`TaskActions`]: crate::components::actions::TaskActions
 
 use crate::components::actions::{ActionUi, Checkbox, Submission};
-use lastword_core::action::{requeue_changes, MAX_REASON, MAX_REFERENCE};
+use crate::components::reason::ReasonField;
+use lastword_core::action::{requeue_changes, MAX_REFERENCE};
 use lastword_core::{ActionKind, AttentionKind, Effect, ErrorCause, Task};
 use leptos::prelude::*;
 
@@ -128,23 +129,17 @@ fn ConfirmForm(open: OpenConfirmation) -> impl IntoView {
                     None => ().into_any(),
                 }
             }
-            <label class="field">
-                {move || {
+            <ReasonField
+                reason=ui.reason
+                label=Signal::derive(move || {
                     if ui.open.get() == Some(ActionKind::Acknowledge) {
                         "Note (required, everyone sees it: what you are doing, e.g. \"investigating — refund team paged\")"
                     } else {
                         "Reason (required, goes to the audit trail)"
                     }
-                }}
-                <textarea
-                    data-testid="reason"
-                    required=true
-                    maxlength=MAX_REASON
-                    rows="2"
-                    prop:value=move || ui.reason.get()
-                    on:input=move |ev| ui.reason.set(event_target_value(&ev))
-                ></textarea>
-            </label>
+                })
+                testid="reason"
+            />
             <div class="action-buttons">
                 <button
                     type="submit"

@@ -7,6 +7,7 @@ pub mod bulk;
 pub mod confirm;
 pub mod layout;
 pub mod meter;
+pub mod reason;
 pub mod segmented;
 pub mod shortcuts;
 pub mod since;

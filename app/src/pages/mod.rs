@@ -113,8 +113,13 @@ impl LeaseChecks {
 
 /// A page's data as it arrives: `loading` until the answer is there, then the answer drawn by
 /// `ready`, or the error ("Could not load {what}: …"). `answer` reads the page's resource
-/// inside the `Suspense`, so the server waits for it and the browser hydrates it. One place for
+/// inside a `Transition`, so the server waits for it and the browser hydrates it. One place for
 /// the three states every page's data goes through.
+///
+/// A `Transition`, not a `Suspense`: every page refetches on live changes (about once a second
+/// under a busy fleet), and a `Suspense` shows `loading` again for each refetch, so the list an
+/// operator is reading blinked out and back every second. A `Transition` keeps the last answer
+/// on screen until the next one replaces it; `loading` shows only before the first.
 pub fn loaded<T, V>(
     loading: &'static str,
     what: &'static str,
@@ -126,7 +131,7 @@ where
     V: IntoView + 'static,
 {
     view! {
-        <Suspense fallback=move || {
+        <Transition fallback=move || {
             view! { <p class="muted">{loading}</p> }
         }>
             {move || {
@@ -136,7 +141,7 @@ where
                         Err(e) => error_view(what, e),
                     })
             }}
-        </Suspense>
+        </Transition>
     }
 }
 

@@ -64,7 +64,7 @@ pub fn OverviewPage() -> impl IntoView {
                 move || overview.get(),
                 move |o| view! { <OverviewBody overview=o window=window.get_untracked() /> },
             )}
-            <Suspense fallback=|| ()>
+            <Transition fallback=|| ()>
                 {move || {
                     leases
                         .get()
@@ -86,7 +86,7 @@ pub fn OverviewPage() -> impl IntoView {
                             Err(e) => error_view("lease health", e),
                         })
                 }}
-            </Suspense>
+            </Transition>
             <h2>"All time"</h2>
             {loaded(
                 "Loading totals…",

@@ -87,7 +87,9 @@ pub fn FailuresPage() -> impl IntoView {
             <Form method="GET" action="/failures" attr:class="filters" attr:aria-label="Filter failures">
                 <fieldset class="causes">
                     <legend>"Cause"</legend>
-                    <Suspense fallback=|| ()>
+                    // Kept through live refetches (see `loaded`): boxes that blink out are
+                    // boxes a click misses.
+                    <Transition fallback=|| ()>
                         {move || {
                             let facets = answer
                                 .get()
@@ -137,7 +139,7 @@ pub fn FailuresPage() -> impl IntoView {
                                 })
                                 .collect_view()
                         }}
-                    </Suspense>
+                    </Transition>
                 </fieldset>
                 <label>
                     "Text"
