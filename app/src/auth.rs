@@ -35,7 +35,7 @@ pub async fn whoami() -> Result<Option<Principal>, ServerFnError> {
 pub struct Me(pub Resource<Result<Option<Principal>, ServerFnError>>);
 
 /// Whether the signed-in principal may act: pages show action buttons only then (the server
-/// checks again on every action). Read it inside a `Suspense`.
+/// checks again on every action). Read it inside a `Transition`.
 pub fn use_can_act() -> Signal<bool> {
     let me = use_context::<Me>();
     Signal::derive(move || {

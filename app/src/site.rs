@@ -32,7 +32,7 @@ pub fn provide_site_settings() {
 }
 
 /// The trace links in force, for a page to hand to its components. Read it inside a
-/// `Suspense` (the page's own).
+/// `Transition` (the page's own).
 pub fn use_trace_links() -> Signal<Option<TraceLinks>> {
     let site = use_context::<Site>();
     Signal::derive(move || site.and_then(|s| s.0.get()).and_then(Result::ok).and_then(|s| s.trace_links))

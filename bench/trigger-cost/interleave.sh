@@ -6,7 +6,8 @@
 # Usage: bench/trigger-cost/interleave.sh A B [SLICE] [DATABASE]
 #   variants: without (no lastword trigger), installed (migrations' triggers as shipped),
 #   nodeath (installed but tasks_log_death), deathonly, before (BEFORE-trigger logging),
-#   noop (AFTER triggers on runs that do nothing)
+#   noop (AFTER triggers on runs that do nothing), unlogged (installed, logging into an UNLOGGED
+#   copy of change_log)
 set -euo pipefail
 a=$1 b=$2 slice=${3:-3} db=${4:-lastword_trigger_cost}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,7 +20,7 @@ ALTER TABLE runs DISABLE TRIGGER USER;
 UPDATE tasks SET status = 'leased', owner = 'w', lease_epoch = 1, lease_expires_at = now() + interval '1 day', result = NULL WHERE id BETWEEN 100001 AND 300000;
 UPDATE runs SET finished_at = NULL, output = NULL, completion_rows = NULL WHERE id BETWEEN 100001 AND 300000;
 ALTER SEQUENCE finish_n RESTART WITH 1;
-TRUNCATE change_log;
+TRUNCATE change_log, change_log_unlogged;
 SQL
 "${P[@]}" -c "VACUUM ANALYZE tasks" -c "VACUUM ANALYZE runs" -c "CHECKPOINT"
 triggers() {
@@ -30,6 +31,7 @@ triggers() {
     deathonly) echo "tasks_log_death" ;;
     before) echo "tasks_logb_insert tasks_logb_update tasks_logb_death runs_logb_insert runs_logb_update runs_log_revival" ;;
     noop) echo "tasks_log_insert tasks_log_update tasks_log_death runs_noop_insert runs_noop_update" ;;
+    unlogged) echo "tasks_log_insert tasks_log_update tasks_logu_death runs_log_insert runs_logu_update runs_log_revival" ;;
     *) echo "unknown variant $1" >&2; exit 2 ;;
   esac
 }

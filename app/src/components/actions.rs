@@ -207,7 +207,7 @@ pub fn TaskActions(
                 compensated=compensated
                 first_item=items.first().copied()
             />
-            <Suspense>{move || is_open.get().then(|| Suspend::new(confirm_form(open.clone())))}</Suspense>
+            <Transition>{move || is_open.get().then(|| Suspend::new(confirm_form(open.clone())))}</Transition>
         </section>
     }
 }

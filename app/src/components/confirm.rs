@@ -34,7 +34,7 @@ pub struct OpenConfirmation {
     pub pending: Signal<bool>,
 }
 
-/// The open confirmation. Called in a `Suspense`: the first call waits for the form's chunk.
+/// The open confirmation. Called in a `Transition`: the first call waits for the form's chunk.
 #[lazy]
 pub fn confirm_form(open: OpenConfirmation) -> AnyView {
     view! { <ConfirmForm open /> }.into_any()

@@ -125,7 +125,7 @@ pub fn Layout(children: Children) -> impl IntoView {
                 >
                     "?"
                 </button>
-                <Suspense fallback=|| ()>
+                <Transition fallback=|| ()>
                     {move || {
                         me.get()
                             .and_then(Result::ok)
@@ -158,7 +158,7 @@ pub fn Layout(children: Children) -> impl IntoView {
                                 }
                             })
                     }}
-                </Suspense>
+                </Transition>
             </nav>
             <LiveBanner />
             <main id="content">{children()}</main>

@@ -119,7 +119,10 @@ impl LeaseChecks {
 /// A `Transition`, not a `Suspense`: every page refetches on live changes (about once a second
 /// under a busy fleet), and a `Suspense` shows `loading` again for each refetch, so the list an
 /// operator is reading blinked out and back every second. A `Transition` keeps the last answer
-/// on screen until the next one replaces it; `loading` shows only before the first.
+/// on screen until the next one replaces it; `loading` shows only before the first. The app
+/// uses no `Suspense` at all: each of the two is its own copy of the boundary's code in the
+/// wasm (both together cost every page about 2 KB brotli more than `Transition` alone:
+/// docs/bundle-size.md), and a `Transition` does all a `Suspense` did here.
 pub fn loaded<T, V>(
     loading: &'static str,
     what: &'static str,

@@ -11,7 +11,7 @@ use leptos::prelude::*;
 
 /// The bulk re-queue as the page shows it, with a wasm chunk of its own loaded on first use: it
 /// opens only on an operator's click, never with the page, so the page's first visit does not
-/// download it (docs/bundle-size.md). Called in a `Suspense`: the first call waits for the chunk.
+/// download it (docs/bundle-size.md). Called in a `Transition`: the first call waits for the chunk.
 #[lazy]
 pub fn bulk_requeue_panel(scope: BulkScope, open: RwSignal<bool>, done: Callback<String>) -> AnyView {
     view! { <BulkRequeue scope open done /> }.into_any()
@@ -75,7 +75,7 @@ fn BulkRequeue(scope: BulkScope, open: RwSignal<bool>, done: Callback<String>) -
 
     view! {
         <BulkPanel scope=scope refusal=refusal.into()>
-            <Suspense fallback=|| {
+            <Transition fallback=|| {
                 view! { <p class="muted">"Counting…"</p> }
             }>
                 {move || {
@@ -98,7 +98,7 @@ fn BulkRequeue(scope: BulkScope, open: RwSignal<bool>, done: Callback<String>) -
                             }
                         })
                 }}
-            </Suspense>
+            </Transition>
         </BulkPanel>
     }
 }

@@ -237,7 +237,7 @@ pub fn FailuresPage() -> impl IntoView {
                         }
                     })
             }}
-            <Suspense fallback=|| ()>
+            <Transition fallback=|| ()>
                 {move || {
                     can_act
                         .get()
@@ -274,8 +274,8 @@ pub fn FailuresPage() -> impl IntoView {
                             }
                         })
                 }}
-            </Suspense>
-            <Suspense>
+            </Transition>
+            <Transition>
                 {move || {
                     (bulk_open.get())
                         .then(|| bulk_scope.get())
@@ -289,7 +289,7 @@ pub fn FailuresPage() -> impl IntoView {
                             Suspend::new(bulk_requeue_panel(scope, bulk_open, done))
                         })
                 }}
-            </Suspense>
+            </Transition>
             {loaded(
                 "Loading runs…",
                 "runs",
