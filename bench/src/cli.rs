@@ -129,6 +129,12 @@ pub struct Args {
     /// repository root and bench/results.json, bench/explain.txt (the committed figures).
     #[arg(long)]
     pub out: Option<PathBuf>,
+
+    /// With --reuse-db: only EXPLAIN (ANALYZE, BUFFERS) every hot read's statement on that
+    /// database, print the plans with their SQL, and stop (no server, nothing written): a change
+    /// to a query or an index checked against the full data set in seconds.
+    #[arg(long, requires = "reuse_db")]
+    pub explain_only: bool,
 }
 
 impl Args {

@@ -45,8 +45,13 @@ pub struct Plan {
     pub text: String,
 }
 
-/// Every hot read's statements, explained with the task page of the loaded 50-run task.
-pub async fn explain_hot_queries(pool: &PgPool, loaded: &Loaded) -> anyhow::Result<Vec<Plan>> {
+/// Every hot read's statements, explained with the task page of the loaded 50-run task; each
+/// statement's text printed before its plan when `with_sql`.
+pub async fn explain_hot_queries(
+    pool: &PgPool,
+    loaded: &Loaded,
+    with_sql: bool,
+) -> anyhow::Result<Vec<Plan>> {
     let mut plans = Vec::new();
     for q in explain::hot_reads(loaded.task_50, Utc::now(), &Tokens::default()) {
         let text = q.explain(pool).await?;
@@ -61,6 +66,9 @@ pub async fn explain_hot_queries(pool: &PgPool, loaded: &Loaded) -> anyhow::Resu
             execution_ms.map(|v: f64| format!("{v:.1}")).unwrap_or_default(),
             if seq_scan_on_runs { "   ** Seq Scan on runs **" } else { "" }
         );
+        if with_sql {
+            println!("{}", indent(q.sql()));
+        }
         println!("{}", indent(&text));
         plans.push(Plan { name: q.name, seq_scan_on_runs, execution_ms, text });
     }

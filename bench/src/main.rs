@@ -36,6 +36,19 @@ async fn main() -> anyhow::Result<()> {
         None => db::BenchDb::create(&args.admin_url).await.context("creating the bench database")?,
     };
     println!("database: {}", bench_db.name);
+    if args.explain_only {
+        let like_store = db::connect_like_store(&bench_db.url).await?;
+        let loaded = load::described(&like_store, &bench_db.name)
+            .await
+            .context("reading the kept data set's description")?;
+        let plans = explain::explain_hot_queries(&like_store, &loaded, true).await?;
+        let seq: Vec<&str> = plans.iter().filter(|p| p.seq_scan_on_runs).map(|p| p.name.as_str()).collect();
+        println!(
+            "sequential scans of runs: {}",
+            if seq.is_empty() { "none".to_string() } else { seq.join(", ") }
+        );
+        return Ok(());
+    }
     let outcome = run(&args, &bench_db).await;
     if args.keep || args.reuse_db.is_some() {
         println!("kept database {}", bench_db.name);
@@ -88,7 +101,7 @@ async fn run(args: &cli::Args, bench_db: &db::BenchDb) -> anyhow::Result<report:
         .await?;
         let like_store = db::connect_like_store(&bench_db.url).await?;
         results.sql_floor = explain::measure_floor(&like_store, args.requests).await?;
-        results.explain = explain::explain_hot_queries(&like_store, &loaded).await?;
+        results.explain = explain::explain_hot_queries(&like_store, &loaded, false).await?;
         if !args.no_page_weight {
             results.page_weight = Some(http::page_weight(&http, loaded.task_50).await?);
         }

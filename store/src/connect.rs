@@ -27,6 +27,18 @@ use std::time::Duration;
 /// minutes.
 pub(crate) const PG_SESSION_SETTINGS: &[(&str, &str)] = &[("jit", "off"), ("statement_timeout", "20s")];
 
+/// Applies `settings` to the rest of `tx` only (`SET LOCAL`): a statement that needs its own
+/// planner or memory settings runs in a transaction of its own with them.
+pub(crate) async fn set_local(
+    conn: &mut sqlx::PgConnection,
+    settings: &[(&str, &str)],
+) -> Result<(), sqlx::Error> {
+    for (name, value) in settings {
+        sqlx::query("SELECT set_config($1, $2, true)").bind(*name).bind(*value).execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
 /// The `statement_timeout` of every session (see [`PG_SESSION_SETTINGS`]).
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(20);
 

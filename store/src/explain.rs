@@ -17,11 +17,22 @@ use sqlx::postgres::PgPool;
 pub struct Statement {
     pub name: String,
     buf: SqlBuf,
+    /// `SET LOCAL`s the store runs this statement with, besides every session's.
+    settings: &'static [(&'static str, &'static str)],
 }
 
 impl Statement {
     fn new(name: impl Into<String>, buf: SqlBuf) -> Self {
-        Statement { name: name.into(), buf }
+        Statement { name: name.into(), buf, settings: &[] }
+    }
+
+    fn with_settings(self, settings: &'static [(&'static str, &'static str)]) -> Self {
+        Statement { settings, ..self }
+    }
+
+    /// The `SET LOCAL`s the store runs it with, besides every session's ([`session_settings`]).
+    pub fn settings(&self) -> &'static [(&'static str, &'static str)] {
+        self.settings
     }
 
     /// The text, with `$n` placeholders.
@@ -32,13 +43,21 @@ impl Statement {
     /// Runs it and counts the rows it returns: one round trip, for timing, so `pool` should
     /// be connected with the store's [`session_settings`] to run it as the server does.
     pub async fn fetch_count(&self, pool: &PgPool) -> Result<usize, sqlx::Error> {
-        Ok(bind_values!(sqlx::query(&self.buf.sql), &self.buf.args).fetch_all(pool).await?.len())
+        if self.settings.is_empty() {
+            return Ok(bind_values!(sqlx::query(&self.buf.sql), &self.buf.args).fetch_all(pool).await?.len());
+        }
+        let mut tx = pool.begin().await?;
+        crate::connect::set_local(&mut tx, self.settings).await?;
+        let rows = bind_values!(sqlx::query(&self.buf.sql), &self.buf.args).fetch_all(&mut *tx).await?.len();
+        tx.rollback().await?;
+        Ok(rows)
     }
 
     /// `EXPLAIN (ANALYZE, BUFFERS)` of it, in a session set as the store's are: the plan as
     /// PostgreSQL prints it, one line per row.
     pub async fn explain(&self, pool: &PgPool) -> Result<String, sqlx::Error> {
         let mut tx = store_session(pool).await?;
+        crate::connect::set_local(&mut tx, self.settings).await?;
         let sql = format!("EXPLAIN (ANALYZE, BUFFERS) {}", self.buf.sql);
         let lines: Vec<(String,)> =
             bind_values!(sqlx::query_as(&sql), &self.buf.args).fetch_all(&mut *tx).await?;
@@ -56,9 +75,7 @@ pub fn session_settings() -> &'static [(&'static str, &'static str)] {
 /// connection goes back as it was).
 async fn store_session(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    for (name, value) in crate::connect::PG_SESSION_SETTINGS {
-        sqlx::query("SELECT set_config($1, $2, true)").bind(*name).bind(*value).execute(&mut *tx).await?;
-    }
+    crate::connect::set_local(&mut tx, crate::connect::PG_SESSION_SETTINGS).await?;
     Ok(tx)
 }
 
@@ -147,10 +164,10 @@ pub fn hot_reads(task_id: i64, now: DateTime<Utc>, tokens: &Tokens) -> Vec<State
     out.extend(workers("workers_24h", Duration::hours(24), now, tokens));
     out.push(timeline("timeline_15m", Duration::minutes(15), now, tokens));
     out.push(task_runs("task_runs", task_id, now, tokens));
-    out.push(Statement::new(
-        "leases_24h",
-        crate::leases::kinds_sql(PG, None, now - Duration::hours(24), now),
-    ));
+    out.push(
+        Statement::new("leases_24h", crate::leases::kinds_sql(PG, None, now - Duration::hours(24), now))
+            .with_settings(crate::leases::KINDS_SETTINGS),
+    );
     out
 }
 

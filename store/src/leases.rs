@@ -89,6 +89,21 @@ struct KindRow {
     r95: Option<i64>,
 }
 
+/// The PostgreSQL settings [`kinds_sql`] runs with (`SET LOCAL`, in its own transaction; the
+/// benchmark's EXPLAIN applies the same):
+/// - `work_mem`: the percentiles sort every duration and lease of the window. A day of 10 M
+///   runs (670 000 values) spills the default 4 MB to disk; in memory it sorts in about half
+///   the time. Two reports at most run at once (`REPORTS_AT_ONCE`).
+/// - `enable_seqscan = off`: the window is a range of `runs_claimed_idx`, and runs lie in the
+///   heap in claim order (appended as claimed), so the range's rows fill a few thousand
+///   adjacent pages. PostgreSQL's estimate of a bitmap scan ignores that order, and its
+///   estimate of a plain index scan discounts it (a two-column index), so both come out as
+///   dear as reading the whole table, and at 10 M runs the planner chose a parallel sequential
+///   scan of all 180 000 pages (bench/explain.txt of 701b271). Measured on a 10 M-run data set
+///   (`lastword-bench --reuse-db … --explain-only`): the day's runs read in 540–1 280 ms that
+///   way, in 50–90 ms through the index.
+pub(crate) const KINDS_SETTINGS: &[(&str, &str)] = &[("work_mem", "64MB"), ("enable_seqscan", "off")];
+
 /// The statement of the per-kind figures of the runs claimed in `[since, until)`, of `kind`
 /// only when given (also EXPLAINed by the benchmark: `crate::explain`).
 pub(crate) fn kinds_sql(
@@ -185,11 +200,8 @@ async fn kinds(
     let buf = kinds_sql(dialect(db), kind, since, until);
     let rows: Vec<KindRow> = match db {
         Db::Postgres(p) => {
-            // The percentiles sort every duration and lease of the window: a day of 10 M runs
-            // (670 000 values) spills PostgreSQL's default 4 MB to disk; in memory it sorts in
-            // about half the time. Two reports at most run at once (`REPORTS_AT_ONCE`).
             let mut tx = p.begin().await?;
-            sqlx::query("SET LOCAL work_mem = '64MB'").execute(&mut *tx).await?;
+            crate::connect::set_local(&mut tx, KINDS_SETTINGS).await?;
             let rows = bind_values!(sqlx::query_as(&buf.sql), &buf.args).fetch_all(&mut *tx).await?;
             tx.commit().await?;
             rows
