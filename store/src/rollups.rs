@@ -16,6 +16,10 @@
 //!   statement (`UNION ALL`), by index ranges of `claimed_at`.
 //! - **Freshness.** A change to a run of a past bucket shows once the next refresh has
 //!   recomputed that bucket; answers carry `counted_at`, the oldest `computed_at` they used.
+//! - **Bounded cost.** A bucket whose recount is costly (a fleet finishing thousands of runs a
+//!   second in one past quarter-hour) is recounted only once its count is 20 times its last
+//!   recount old ([`recount_due`]), so recounting it takes at most about 1/20 of a core; the
+//!   change is noted on the bucket (`changed_at`) and the cursor moves on.
 //!
 //! `change_log` ids can become visible out of order on PostgreSQL (docs/live.md). The cursor
 //! in `rollup_state` therefore only moves past an id once every transaction that was running
@@ -48,6 +52,13 @@ const RECOMPUTE_PER_CALL: usize = 32;
 const FLAGS_BATCH: i64 = 20_000;
 /// Tasks re-evaluated per statement when changes touched them.
 const FLAGS_CHUNK: usize = 1_000;
+/// A changed bucket whose last recount took less than this is recounted at the next refresh.
+const RECOUNT_AT_ONCE_MS: i64 = 50;
+/// A costlier one waits until its count is this many times its recount old, so recounting
+/// it takes at most about 1/20 of one core of the database however fast its runs change...
+const RECOUNT_SPACING: i64 = 20;
+/// ... but no longer than this (a bucket whose recount takes over 3 s then costs more).
+const RECOUNT_MAX_WAIT_MS: i64 = 60_000;
 /// Facets the rollups cannot answer count at most this many runs per cause.
 pub const FACET_CAP: i64 = 10_000;
 /// Advisory-lock key spaces (PostgreSQL): one lock per bucket, one for the task flags.
@@ -71,6 +82,9 @@ pub struct RollupReport {
     pub recomputed: usize,
     /// Buckets another server was recomputing (PostgreSQL): left to it, tried again next time.
     pub skipped: usize,
+    /// Changed buckets whose recount is costly, put off until their count is old enough
+    /// ([`recount_due`]); marked `changed_at`, recounted by a later refresh.
+    pub deferred: usize,
     /// Buckets still missing or out of date after this call (the next calls continue).
     pub remaining: usize,
     /// Changes read from `change_log`.
@@ -96,6 +110,19 @@ fn bucket_of(t: DateTime<Utc>) -> i64 {
 
 fn bucket_start(k: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(k.saturating_mul(BUCKET_SECS), 0).single().unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// Whether a changed bucket counted at `computed_at` in `recount_ms` is recounted at `now`:
+/// at once if its recount is cheap (or not known), else once its count is
+/// [`RECOUNT_SPACING`] times its recount old, at most [`RECOUNT_MAX_WAIT_MS`].
+fn recount_due(computed_at: DateTime<Utc>, recount_ms: Option<i64>, now: DateTime<Utc>) -> bool {
+    match recount_ms {
+        Some(ms) if ms >= RECOUNT_AT_ONCE_MS => {
+            let wait = ms.saturating_mul(RECOUNT_SPACING).min(RECOUNT_MAX_WAIT_MS);
+            now - computed_at >= Duration::milliseconds(wait)
+        }
+        _ => true,
+    }
 }
 
 /// The first bucket that starts at or after `t`.
@@ -653,10 +680,32 @@ fn recompute_sql(d: &Dialect) -> [String; 3] {
     ]
 }
 
-/// A failure that means another server recomputed the same rows at the same time.
-fn lost_race(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db)
-        if db.is_unique_violation() || matches!(db.code().as_deref(), Some("40001" | "40P01")))
+/// `result` of a transaction that writes rollup rows, with a failure that means another server
+/// wrote the same rows at the same time turned into `Ok(false)` (done by the other; a later
+/// refresh tries again if need be).
+fn unless_lost_race(result: Result<bool, sqlx::Error>) -> Result<bool, StoreError> {
+    match result {
+        Ok(done) => Ok(done),
+        Err(sqlx::Error::Database(db))
+            if db.is_unique_violation() || matches!(db.code().as_deref(), Some("40001" | "40P01")) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Takes the advisory lock `(space, key)` for the rest of `tx` if it is free (PostgreSQL;
+/// SQLite's write lock already serialises writers): whether `tx` holds it.
+async fn try_lock(tx: &mut crate::exec::Tx, d: &Dialect, space: i32, key: i32) -> Result<bool, sqlx::Error> {
+    let Some(lock) = d.try_lock else { return Ok(true) };
+    let (got,): (bool,) = tx.fetch_one(&SqlBuf::statement(lock).bind(space).bind(key)).await?;
+    Ok(got)
+}
+
+/// Bucket `k`'s key in the [`BUCKET_LOCK`] space.
+fn bucket_key(k: i64) -> i32 {
+    i32::try_from(k.rem_euclid(i64::from(i32::MAX))).unwrap_or_default()
 }
 
 /// Recomputes bucket `k` whole in one transaction. `Ok(false)`: another server holds it.
@@ -669,27 +718,69 @@ async fn recompute_bucket(db: &Db, tokens: &Tokens, k: i64, now: DateTime<Utc>) 
     let [insert_runs, insert_workers, upsert_bucket] = recompute_sql(d);
     let result: Result<bool, sqlx::Error> = async {
         let mut tx = db.begin(d.begin_rollup).await?;
-        if let Some(lock) = d.try_lock {
-            let key = i32::try_from(k.rem_euclid(i64::from(i32::MAX))).unwrap_or_default();
-            let (got,): (bool,) = tx.fetch_one(&SqlBuf::statement(lock).bind(BUCKET_LOCK).bind(key)).await?;
-            if !got {
-                return Ok(false);
-            }
+        if !try_lock(&mut tx, d, BUCKET_LOCK, bucket_key(k)).await? {
+            return Ok(false);
         }
+        let started = std::time::Instant::now();
         tx.execute(&SqlBuf::statement("DELETE FROM run_rollups WHERE bucket = $1").bind(k)).await?;
         tx.execute(&SqlBuf::statement("DELETE FROM worker_rollups WHERE bucket = $1").bind(k)).await?;
         for sql in [&upsert_bucket, &insert_runs, &insert_workers] {
             tx.execute(&SqlBuf { sql: sql.to_string(), args: args.args.clone() }).await?;
         }
+        // What the recount cost (`recount_due`); every change read before it is counted now.
+        let took = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        tx.execute(
+            &SqlBuf::statement(
+                "UPDATE run_rollup_buckets SET recount_ms = $1, changed_at = NULL WHERE bucket = $2",
+            )
+            .bind(took)
+            .bind(k),
+        )
+        .await?;
         tx.commit().await?;
         Ok(true)
     }
     .await;
-    match result {
-        Ok(done) => Ok(done),
-        Err(e) if lost_race(&e) => Ok(false),
-        Err(e) => Err(e.into()),
+    unless_lost_race(result)
+}
+
+/// Notes that bucket `k` changed at `now` and its recount is put off (`changed_at`, kept from
+/// an earlier note), under the bucket's lock so no recount running meanwhile clears it unseen.
+/// `Ok(false)`: another server holds the bucket.
+async fn mark_changed(db: &Db, k: i64, now: DateTime<Utc>) -> Result<bool, StoreError> {
+    let d = dialect(db);
+    let result: Result<bool, sqlx::Error> = async {
+        let mut tx = db.begin(d.begin_rollup).await?;
+        if !try_lock(&mut tx, d, BUCKET_LOCK, bucket_key(k)).await? {
+            return Ok(false);
+        }
+        let mut mark = SqlBuf::default();
+        let (at, bucket) = (mark.arg(Value::Time(now)), mark.arg(Value::I64(k)));
+        mark.push(&format!(
+            "UPDATE run_rollup_buckets SET changed_at = COALESCE(changed_at, {at}) WHERE bucket = {bucket}"
+        ));
+        tx.execute(&mark).await?;
+        tx.commit().await?;
+        Ok(true)
     }
+    .await;
+    unless_lost_race(result)
+}
+
+/// `(bucket, computed_at, recount_ms)` of the counted buckets among `buckets`.
+async fn recount_costs(
+    db: &Db,
+    buckets: &[i64],
+) -> Result<Vec<(i64, DateTime<Utc>, Option<i64>)>, StoreError> {
+    if buckets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = serde_json::to_string(buckets).unwrap_or_else(|_| "[]".to_string());
+    let sql = format!(
+        "SELECT bucket, computed_at, recount_ms FROM run_rollup_buckets WHERE bucket IN {}",
+        (dialect(db).id_list)("$1")
+    );
+    Ok(on_db!(db, p => sqlx::query_as(&sql).bind(ids).fetch_all(p).await?))
 }
 
 #[derive(sqlx::FromRow)]
@@ -801,11 +892,8 @@ async fn evaluate_flags(
     );
     let result: Result<bool, sqlx::Error> = async {
         let mut tx = db.begin(d.begin_write).await?;
-        if let Some(lock) = d.try_lock {
-            let (got,): (bool,) = tx.fetch_one(&SqlBuf::statement(lock).bind(FLAGS_LOCK).bind(0i32)).await?;
-            if !got {
-                return Ok(false);
-            }
+        if !try_lock(&mut tx, d, FLAGS_LOCK, 0).await? {
+            return Ok(false);
         }
         // Read committed on PostgreSQL: each statement sees everything committed before it,
         // all after the lock was taken.
@@ -815,11 +903,7 @@ async fn evaluate_flags(
         Ok(true)
     }
     .await;
-    match result {
-        Ok(done) => Ok(done),
-        Err(e) if lost_race(&e) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
+    unless_lost_race(result)
 }
 
 /// Closed buckets to recompute besides the changed ones: stale (a lease lapsed since), counted
@@ -840,6 +924,11 @@ async fn due_buckets(
     ));
     let mut due: Vec<i64> =
         on_db!(db, p => bind_values!(sqlx::query_scalar(&buf.sql), &buf.args).fetch_all(p).await?);
+    // Changed buckets whose recount was put off, once their count is old enough.
+    let put_off: Vec<(i64, DateTime<Utc>, Option<i64>)> = on_db!(db, p => sqlx::query_as(
+        "SELECT bucket, computed_at, recount_ms FROM run_rollup_buckets WHERE changed_at IS NOT NULL AND bucket < $1")
+        .bind(open).fetch_all(p).await?);
+    due.extend(put_off.into_iter().filter(|(_, at, ms)| recount_due(*at, *ms, now)).map(|(k, _, _)| k));
     let first: Option<DateTime<Utc>> =
         on_db!(db, p => sqlx::query_scalar("SELECT MIN(claimed_at) FROM runs").fetch_one(p).await?);
     if let Some(first) = first.map(bucket_of).filter(|f| *f < open) {
@@ -900,10 +989,19 @@ pub(crate) async fn refresh(
 
     let mut report = RollupReport { changes: batch.changes.len(), ..RollupReport::default() };
     let mut all_done = true;
+    let costs = recount_costs(db, &changed).await?;
     for k in &changed {
-        if recompute_bucket(db, tokens, *k, now).await? {
-            report.recomputed += 1;
+        let due = costs.iter().find(|c| c.0 == *k).is_none_or(|(_, at, ms)| recount_due(*at, *ms, now));
+        let done = if due {
+            let done = recompute_bucket(db, tokens, *k, now).await?;
+            report.recomputed += usize::from(done);
+            done
         } else {
+            let done = mark_changed(db, *k, now).await?;
+            report.deferred += usize::from(done);
+            done
+        };
+        if !done {
             report.skipped += 1;
             all_done = false;
         }

@@ -1111,6 +1111,60 @@ async fn rollups_stay_exact_without_seeing_heartbeats(db: Db) {
     assert_rollups_agree(s.as_ref(), later, "after a revived run").await;
 }
 
+/// A bucket whose last recount was costly is not recounted at every refresh that reads a change
+/// to it: the change is noted (`changed_at`) and the cursor moves on, readers keep the old count
+/// and say how old it is, and a later refresh (of any server: the note is in the database)
+/// recounts it once the count is 20 times its recount old.
+async fn costly_buckets_are_recounted_at_most_every_so_often(db: Db) {
+    let s = store(db.clone());
+    let now = t0();
+    let (lapsed, _, _) = rollup_history(&db, now).await;
+    refresh_fully(s.as_ref(), now).await;
+    // Once more, so PostgreSQL's cursor is past every change (it moves one read behind).
+    s.refresh_rollups(now).await.unwrap();
+    let k = (now - Duration::hours(3)).timestamp().div_euclid(lastword_store::BUCKET_SECS);
+    // As if counting it had taken a second: the next recount waits until its count is 20 s old.
+    exec(&db, "UPDATE run_rollup_buckets SET recount_ms = 1000 WHERE bucket = $1", &[k.into()]).await;
+    exec(
+        &db,
+        "UPDATE runs SET finished_at = $1, completion_rows = 1, output = 'sent reply' WHERE id = $2",
+        &[now.into(), lapsed.into()],
+    )
+    .await;
+    let last_change = scalar(&db, "SELECT MAX(id) FROM change_log", &[]).await;
+    let window = (now - Duration::hours(6), now, Duration::minutes(15));
+    let changed = "SELECT COUNT(*) FROM run_rollup_buckets WHERE changed_at IS NOT NULL";
+
+    let report = s.refresh_rollups(now).await.unwrap();
+    assert_eq!((report.deferred, report.recomputed), (1, 0), "{report:?}");
+    assert_eq!(scalar(&db, changed, &[]).await, 1);
+    let old = s.overview(window.0, window.1, window.2, now).await.unwrap();
+    let raw = raw_overview(&db, s.tokens(), window.0, window.1, window.2, now).await;
+    assert_ne!(old.by_state, raw.by_state, "the put-off bucket still answers with its old count");
+    assert_eq!(old.counted_at, Some(now), "and the answer says when that was counted");
+
+    // 19 s after the count: still put off, and the cursor is past the change (it is not read
+    // again and again while it waits).
+    let report = s.refresh_rollups(now + Duration::seconds(19)).await.unwrap();
+    assert_eq!((report.recomputed, report.cursor), (0, last_change), "{report:?}");
+    assert_eq!(scalar(&db, changed, &[]).await, 1);
+
+    // 20 s after: recounted, by another server (a store of its own), and exact again.
+    let other = store(db.clone());
+    let at = now + Duration::seconds(20);
+    let report = other.refresh_rollups(at).await.unwrap();
+    assert_eq!((report.recomputed, report.deferred), (1, 0), "{report:?}");
+    assert_eq!(scalar(&db, changed, &[]).await, 0);
+    assert_rollups_agree(other.as_ref(), at, "after the put-off recount").await;
+
+    // A bucket that counts quickly is recounted at the next refresh, as before.
+    exec(&db, "UPDATE run_rollup_buckets SET recount_ms = 3 WHERE bucket = $1", &[k.into()]).await;
+    exec(&db, "UPDATE runs SET output = 'sent the reply' WHERE id = $1", &[lapsed.into()]).await;
+    let report = other.refresh_rollups(at).await.unwrap();
+    assert_eq!((report.deferred, report.recomputed), (0, 1), "{report:?}");
+    assert_rollups_agree(other.as_ref(), at, "after a quick recount").await;
+}
+
 /// Facets over dimensions the rollups lack count at most `FACET_CAP` runs per cause, and say so.
 async fn facets_without_a_rollup_dimension_are_capped(db: Db) {
     let s = store(db.clone());
@@ -1577,6 +1631,7 @@ lastword_store::on_every_backend!(
     task_detail_assembles_the_story,
     rollups_agree_with_history_as_it_changes,
     rollups_stay_exact_without_seeing_heartbeats,
+    costly_buckets_are_recounted_at_most_every_so_often,
     facets_without_a_rollup_dimension_are_capped,
     concurrent_refreshes_leave_the_same_correct_rows,
     reclaim_reasons_agree_with_the_rule,
