@@ -745,12 +745,15 @@ async fn exports_carry_the_story_and_the_list(db: Db) {
         header_of(&headers, "content-disposition"),
         format!("attachment; filename=\"task-{task}.json\"")
     );
-    let exported: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(
-        exported,
-        api.ok(&format!("/api/v1/tasks/{task}")).await,
-        "the JSON export is the task's API answer"
-    );
+    // Both answers say when they were read (`as_of`, whole seconds): two reads a moment apart
+    // may straddle a second, so that field is compared apart (CI saw 21:25:28 against :29).
+    let mut exported: Value = serde_json::from_str(&json).unwrap();
+    let mut answer = api.ok(&format!("/api/v1/tasks/{task}")).await;
+    for a in [&mut exported, &mut answer] {
+        let as_of = a.as_object_mut().and_then(|o| o.remove("as_of"));
+        assert!(as_of.is_some_and(|t| t.is_string()), "as_of missing from {a}");
+    }
+    assert_eq!(exported, answer, "the JSON export is the task's API answer");
 
     let everything = api.all_runs("/api/v1/runs?limit=3").await;
     let (status, headers, csv) = download(&api, "/api/v1/runs/export?format=csv").await;
