@@ -44,8 +44,12 @@ pub struct Phase {
     pub dashboard_xact_per_s: f64,
     /// The server's own `lastword_db_*` counter per second, if it exports one.
     pub server_counter_per_s: Option<f64>,
-    /// Mean number of the server's statements running at once (sampled every 250 ms).
+    /// Mean number of the server's statements running at once (sampled every
+    /// [`ACTIVE_SAMPLE_EVERY`]).
     pub active_sessions: f64,
+    /// The samples that found a statement of the server's running, summed over them (how many
+    /// observations `active_sessions` rests on).
+    pub busy_samples: i64,
     pub refetches_per_s: f64,
     pub refetch: Summary,
     pub rss_max_mb: Option<f64>,
@@ -63,11 +67,23 @@ pub struct DbLoad {
     /// Average active database sessions with many clients ÷ with one: the database time the
     /// dashboard takes, which does not drop when the server saturates.
     pub ratio_active_sessions: f64,
+    /// The one-client phases saw a statement running in at least [`MIN_BUSY_SAMPLES`] samples:
+    /// below that the ratio is a ratio of a handful of counts (1 against 2 reads as 2.0), and
+    /// only says that the dashboard's database time is too small to sample.
+    pub active_sessions_resolved: bool,
     /// The crowded phases got far fewer answers than the tabs asked for (the server could not
     /// keep up), so fewer statements completed: the commit ratio understates the load.
     pub saturated: bool,
     pub rss_clients_mb: Option<f64>,
 }
+
+/// How often a phase samples the server's running statements. The query runs on the admin
+/// database (it adds nothing to the bench database's commits) and costs well under a
+/// millisecond; at 250 ms a one-tab phase caught one or two busy samples in 80.
+pub const ACTIVE_SAMPLE_EVERY: Duration = Duration::from_millis(20);
+/// Busy samples the one-client phases need together before the active-session ratio is judged
+/// (a count of 50 is known to about ±15 %).
+pub const MIN_BUSY_SAMPLES: i64 = 50;
 
 pub async fn measure_db_load(
     client: &Client,
@@ -113,6 +129,8 @@ pub async fn measure_db_load(
     let ratio = ratio_of(&|p| Some(p.dashboard_xact_per_s.max(0.0))).unwrap_or(f64::NAN);
     let ratio_server_counter = ratio_of(&|p| p.server_counter_per_s);
     let ratio_active_sessions = ratio_of(&|p| Some(p.active_sessions)).unwrap_or(f64::NAN);
+    let active_sessions_resolved =
+        phases.iter().filter(|p| p.clients == 1).map(|p| p.busy_samples).sum::<i64>() >= MIN_BUSY_SAMPLES;
     // A tab asks about once a second while the fleet writes; a crowd answered at under half
     // the one-tab rate per tab was not served.
     let saturated = [Page::Failures, Page::Overview].into_iter().any(|page| {
@@ -130,6 +148,7 @@ pub async fn measure_db_load(
         ratio,
         ratio_server_counter,
         ratio_active_sessions,
+        active_sessions_resolved,
         saturated,
         rss_clients_mb,
     })
@@ -271,7 +290,7 @@ async fn run_phase(
     let mut rss_max: Option<f64> = None;
     let (mut active, mut samples) = (0i64, 0i64);
     while t0.elapsed() < secs {
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(ACTIVE_SAMPLE_EVERY).await;
         active += stats.active_sessions().await?;
         samples += 1;
         if let Some(rss) = server.rss_mb() {
@@ -307,6 +326,7 @@ async fn run_phase(
             _ => None,
         },
         active_sessions: active as f64 / samples.max(1) as f64,
+        busy_samples: active,
         refetches_per_s: r1.saturating_sub(r0) as f64 / elapsed,
         refetch,
         rss_max_mb: rss_max,
