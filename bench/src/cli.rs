@@ -110,8 +110,8 @@ pub struct Args {
     /// triggers off and on (no server), then the triggers off with the server paused and on
     /// with it running. What lastword costs, free of the drift between phases; the second is
     /// `runner_write_ratio` (bench/src/writes.rs). 0 skips both. Two minutes give each loop
-    /// about 28 installed slices to take the median of (one minute's 13 left a loop that fires
-    /// no trigger reading anywhere from 0.94 to 1.01).
+    /// 26 installed slices with a slice without on both sides to take the median of (one
+    /// minute's 13 left a loop that fires no trigger reading anywhere from 0.94 to 1.01).
     #[arg(long, default_value_t = 120)]
     pub interleave_secs: u64,
 

@@ -544,14 +544,14 @@ pub fn markdown(r: &Results, v: &Value) -> String {
         if !d.active_sessions_resolved {
             let _ = writeln!(
                 s,
-                "Active sessions (sampled every {} ms) are too few with one tab to divide (under {} busy \
-                 samples in its phases): the dashboard's database time is below what sampling resolves, \
+                "Active sessions (sampled every {} ms) are too few with one tab to divide (under {} \
+                 statements seen running in its phases): the dashboard's database time is below what sampling resolves, \
                  and `db_load_ratio_200_vs_1_active_sessions` is not judged.\n",
                 crate::watchers::ACTIVE_SAMPLE_EVERY.as_millis(),
                 crate::watchers::MIN_BUSY_SAMPLES
             );
         }
-        let _ = writeln!(s, "| page | tabs | dashboard xact/s | all xact/s | active sessions | busy samples | server counter/s | refetches/s | refetch p50 / p95 ms | server RSS MB |\n|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "| page | tabs | dashboard xact/s | all xact/s | active sessions | statements seen running | server counter/s | refetches/s | refetch p50 / p95 ms | server RSS MB |\n|---|---|---|---|---|---|---|---|---|---|");
         for p in &d.phases {
             let _ = writeln!(
                 s,

@@ -47,8 +47,8 @@ pub struct Phase {
     /// Mean number of the server's statements running at once (sampled every
     /// [`ACTIVE_SAMPLE_EVERY`]).
     pub active_sessions: f64,
-    /// The samples that found a statement of the server's running, summed over them (how many
-    /// observations `active_sessions` rests on).
+    /// The server's statements seen running, summed over the samples (a sample that finds two
+    /// counts two): how many observations `active_sessions` rests on.
     pub busy_samples: i64,
     pub refetches_per_s: f64,
     pub refetch: Summary,
@@ -67,7 +67,7 @@ pub struct DbLoad {
     /// Average active database sessions with many clients ÷ with one: the database time the
     /// dashboard takes, which does not drop when the server saturates.
     pub ratio_active_sessions: f64,
-    /// The one-client phases saw a statement running in at least [`MIN_BUSY_SAMPLES`] samples:
+    /// The one-client phases saw at least [`MIN_BUSY_SAMPLES`] statements running over their samples:
     /// below that the ratio is a ratio of a handful of counts (1 against 2 reads as 2.0), and
     /// only says that the dashboard's database time is too small to sample.
     pub active_sessions_resolved: bool,
@@ -81,8 +81,8 @@ pub struct DbLoad {
 /// database (it adds nothing to the bench database's commits) and costs well under a
 /// millisecond; at 250 ms a one-tab phase caught one or two busy samples in 80.
 pub const ACTIVE_SAMPLE_EVERY: Duration = Duration::from_millis(20);
-/// Busy samples the one-client phases need together before the active-session ratio is judged
-/// (a count of 50 is known to about ±15 %).
+/// Statements seen running that the one-client phases need together before the active-session
+/// ratio is judged (a count of 50 is known to about ±15 %).
 pub const MIN_BUSY_SAMPLES: i64 = 50;
 
 pub async fn measure_db_load(
