@@ -166,6 +166,10 @@ impl Args {
             matches!(self.browser_calls.as_str(), "auto" | "fn" | "api"),
             "--browser-calls: auto, fn or api"
         );
+        if self.explain_only {
+            // No server and no site: only the database is read.
+            return Ok(());
+        }
         anyhow::ensure!(
             self.server_bin.is_file(),
             "--server-bin {}: not found; build it with `cargo leptos build --release` (or pass the debug build)",

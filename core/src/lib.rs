@@ -19,6 +19,7 @@ pub mod model;
 pub mod query;
 pub mod reclaim;
 pub mod state;
+pub mod time_text;
 pub mod trace;
 pub mod views;
 

@@ -363,7 +363,7 @@ pub fn body(format: Format, group: &[&Delivery], base_url: &str, message_id: &st
                     let since = d
                         .incident
                         .began_at
-                        .map(|t| format!(" since {}", t.format("%H:%M UTC")))
+                        .map(|t| format!(" since {} UTC", lastword_core::time_text::hm(&t)))
                         .unwrap_or_default();
                     format!(
                         "• <{}|task {}> `{}` epoch {}{since}",

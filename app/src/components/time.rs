@@ -2,6 +2,7 @@
 //! the age beside it, and a clock that ticks so ages and lease countdowns stay true.
 
 use chrono::{DateTime, Utc};
+use lastword_core::time_text::{self, date_hms};
 use leptos::prelude::*;
 
 /// Shared by every time on the page: the display zone and "now".
@@ -62,9 +63,10 @@ pub fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
 
 pub fn absolute(t: DateTime<Utc>, utc: bool) -> String {
     if utc {
-        t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+        format!("{} UTC", date_hms(&t))
     } else {
-        t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S %Z").to_string()
+        let local = t.with_timezone(&chrono::Local);
+        format!("{} {}", date_hms(&local), time_text::offset(&local))
     }
 }
 

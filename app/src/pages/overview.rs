@@ -302,7 +302,9 @@ fn Chart(series: Vec<Bucket>) -> impl IntoView {
                         y -= h;
                         let title = format!(
                             "{}: {} {}",
-                            b.start.map(|t| t.format("%H:%M UTC").to_string()).unwrap_or_default(),
+                            b.start
+                                .map(|t| format!("{} UTC", lastword_core::time_text::hm(&t)))
+                                .unwrap_or_default(),
                             count,
                             state_mark(*s).1
                         );

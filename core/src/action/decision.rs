@@ -101,7 +101,7 @@ pub fn doomed_retry_message(task_id: i64, cause: ErrorCause) -> String {
 
 /// `2026-11-30 03:12:05 UTC`.
 pub fn fmt_time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+    format!("{} UTC", crate::time_text::date_hms(&t))
 }
 
 /// What changed between what the operator saw (`epoch_seen`, `status_seen`) and `current`, in

@@ -17,6 +17,7 @@ use crate::pages::{live_version_where, loaded, LeaseChecks};
 use chrono::{DateTime, Utc};
 use lastword_core::leases::lease_used_percent;
 use lastword_core::query::encode_component;
+use lastword_core::time_text;
 use lastword_core::{ActionKind, Effect, Run, TaskDetail};
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -596,10 +597,10 @@ fn Story(runs: Vec<Run>, effects: Vec<Effect>, now: DateTime<Utc>) -> impl IntoV
                 {lanes}
                 {reclaims}
                 <text class="axis" x=l.g.label_w y=l.axis_y()>
-                    {l.span.0.format("%H:%M:%S UTC").to_string()}
+                    {format!("{} UTC", time_text::hms(&l.span.0))}
                 </text>
                 <text class="axis" text-anchor="end" x=l.g.width - l.g.right_pad y=l.axis_y()>
-                    {l.span.1.format("%H:%M:%S UTC").to_string()}
+                    {format!("{} UTC", time_text::hms(&l.span.1))}
                 </text>
             </svg>
             <figcaption class="muted">

@@ -9,7 +9,7 @@
 //! ([`Rows`]), up to [`Geometry::max_tracks`].
 
 use chrono::{DateTime, Duration, Utc};
-use lastword_core::{ReclaimReason, RunState};
+use lastword_core::{time_text, ReclaimReason, RunState};
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -781,7 +781,7 @@ pub fn ticks(scale: &Scale, g: &Geometry, offset: chrono::FixedOffset) -> Vec<Ti
             break;
         };
         let shown = at.with_timezone(&offset);
-        let label = if step < 60 { shown.format("%H:%M:%S") } else { shown.format("%H:%M") }.to_string();
+        let label = if step < 60 { time_text::hms(&shown) } else { time_text::hm(&shown) };
         out.push(Tick { at, x: scale.x(at), label });
         at_local += step_ms;
     }

@@ -19,6 +19,7 @@ use crate::components::segmented::{Choice, Segmented};
 use crate::live::use_live_feed;
 use crate::pages::{loaded, LeaseChecks};
 use chrono::{DateTime, Utc};
+use lastword_core::time_text::hms;
 use lastword_core::{ReclaimReason, RunState};
 use layout::{Anchor, Geometry, LaneBy, LaneMarks, LaneOrder, Rows, Scale, Span};
 use leptos::prelude::*;
@@ -556,15 +557,11 @@ fn describe(r: &TimelineRun, state: RunState) -> String {
     let times = match r.finished_at {
         Some(f) => format!(
             "{} → {} ({:.1} s)",
-            r.claimed_at.format("%H:%M:%S"),
-            f.format("%H:%M:%S"),
+            hms(&r.claimed_at),
+            hms(&f),
             (f - r.claimed_at).num_milliseconds() as f64 / 1000.0
         ),
-        None => format!(
-            "claimed {}, lease to {}",
-            r.claimed_at.format("%H:%M:%S"),
-            r.lease_expires_at.format("%H:%M:%S")
-        ),
+        None => format!("claimed {}, lease to {}", hms(&r.claimed_at), hms(&r.lease_expires_at)),
     };
     let output = r
         .output
@@ -1239,16 +1236,14 @@ impl Chart {
         let stretch = shown.base.with_value(|d| d.fixed);
         let chart_label = match stretch {
             Some((a, b)) => {
-                format!("Runs per {lanes_by} from {} to {} UTC", a.format("%H:%M:%S"), b.format("%H:%M:%S"))
+                format!("Runs per {lanes_by} from {} to {} UTC", hms(&a), hms(&b))
             }
             None => format!("Runs per {lanes_by} over the last {minutes} minutes"),
         };
         let window_note = match stretch {
-            Some((a, b)) => format!(
-                "Zoomed: {} → {} UTC (fixed; drag again to zoom further).",
-                a.format("%H:%M:%S"),
-                b.format("%H:%M:%S")
-            ),
+            Some((a, b)) => {
+                format!("Zoomed: {} → {} UTC (fixed; drag again to zoom further).", hms(&a), hms(&b))
+            }
             None => "Drag across the chart to zoom into a stretch.".to_string(),
         };
 
