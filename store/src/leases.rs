@@ -135,17 +135,14 @@ pub(crate) fn kinds_sql(
     buf.push(&format!(
         // `w0` is materialized so each run's re-claim reason is decided once; only the runs it
         // names a lapse re-claim (a few percent) pay for the probe of the lapse's latency.
-        // `ids` bounds the tasks joined to the window's task ids: the join hashed every task
-        // of the history for the kind of a day's runs (2 M tasks, 1.1 s of a 6 s report at
-        // 10 M runs, bench/explain.txt of 37b722e), where a window's tasks are a narrow range.
-        // Exact whatever the data: a run's task id lies between the window's least and greatest.
-        // `+ 0` keeps PostgreSQL from reading MIN and MAX off the task-id index while filtering
-        // it by time, which walked most of the history's runs (1.7 s); the window's range of
-        // the claim index is read instead.
-        "WITH ids AS MATERIALIZED (\
-           SELECT MIN(task_id + 0) AS lo, MAX(task_id + 0) AS hi FROM runs \
-           WHERE claimed_at >= {since} AND claimed_at < {until}), \
-         w0 AS MATERIALIZED (\
+        // The join hashes every task (2 M at 10 M runs: 0.6–1.1 s of the report). Tried and
+        // not kept: joining only the tasks between the window's least and greatest task id
+        // (0.6 → 0.1 s at 10 M runs). The bounds are known only when the statement runs, so
+        // the planner guesses a narrow range and probes `runs` once per task of it; one old
+        // task re-queued today widens the range to every task, and that plan is slower than
+        // the hash. Worth another try with `enable_nestloop = off` beside it (the hash then
+        // holds only the range, however wide), checked on the 10 M data set both ways.
+        "WITH w0 AS MATERIALIZED (\
            SELECT t.kind AS kind, r.task_id AS task_id, r.lease_epoch AS lease_epoch, r.claimed_at AS claimed_at, \
              CASE WHEN r.finished_at IS NOT NULL THEN {duration} END AS duration_ms, \
              {lease} AS lease_ms, \
@@ -158,8 +155,7 @@ pub(crate) fn kinds_sql(
                   THEN 1 ELSE 0 END AS doubled, \
              {RECLAIM_REASON_SQL} AS reason \
            FROM runs r JOIN tasks t ON t.id = r.task_id \
-           WHERE r.claimed_at >= {since} AND r.claimed_at < {until} \
-             AND t.id >= (SELECT lo FROM ids) AND t.id <= (SELECT hi FROM ids){kind_cond}), \
+           WHERE r.claimed_at >= {since} AND r.claimed_at < {until}{kind_cond}), \
          w AS (\
            SELECT w0.*, CASE WHEN w0.reason IN ('slow_worker', 'stalled_worker', 'dead_worker') THEN \
              (SELECT {lapse} FROM runs p WHERE p.task_id = w0.task_id AND p.lease_epoch < w0.lease_epoch \
