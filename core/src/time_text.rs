@@ -3,9 +3,10 @@
 //!
 //! Why not chrono's `format("%H:%M:%S")`: that carries a strftime parser and a general item
 //! formatter into every wasm that calls it (about 29 KB before compression, in the shell every
-//! page downloads: docs/bundle-size.md), for the seven shapes lastword prints. These print the
+//! page downloads: docs/bundle-size.md), for the four shapes lastword prints. These print the
 //! same text (tested against `format` below), so a page rendered by the server and hydrated by
-//! the browser reads identically.
+//! the browser reads identically. A whole time in UTC (`2026-11-30 03:12:05 UTC`) is
+//! `lastword_core::action::fmt_time`, everywhere.
 
 use chrono::{DateTime, Datelike, Offset, TimeZone, Timelike};
 

@@ -63,7 +63,7 @@ pub fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
 
 pub fn absolute(t: DateTime<Utc>, utc: bool) -> String {
     if utc {
-        format!("{} UTC", date_hms(&t))
+        lastword_core::action::fmt_time(t)
     } else {
         let local = t.with_timezone(&chrono::Local);
         format!("{} {}", date_hms(&local), time_text::offset(&local))
